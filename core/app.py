@@ -1,0 +1,67 @@
+"""The FastAPI application: routes map HTTP onto the store through the protocol helpers."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from starlette.middleware.cors import CORSMiddleware
+from starlette.responses import Response
+
+from .config import Settings
+from .http import responses
+from .http.middleware import SecurityHeaders
+from .http.streams import StreamEndpoints, validate_path
+from .http.wakeups import Wakeups
+from .protocol.errors import ProtocolError
+from .storage import StoreUnavailable, StreamStore
+
+_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"]
+
+
+def create_app(settings: Settings, store: StreamStore) -> FastAPI:
+    app = FastAPI(title="Durable Streams on AWS", docs_url=None, redoc_url=None)
+    endpoints = StreamEndpoints(settings, store, Wakeups())
+    app.state.endpoints = endpoints
+
+    @app.exception_handler(ProtocolError)
+    async def _protocol_error(_: Request, exc: ProtocolError) -> Response:
+        return responses.protocol_error(exc)
+
+    @app.exception_handler(StoreUnavailable)
+    async def _unavailable(_: Request, exc: StoreUnavailable) -> Response:
+        return responses.error(
+            503,
+            "unavailable",
+            "storage is busy; retry shortly",
+            {"Retry-After": str(max(settings.retry_after_seconds, exc.retry_after))},
+        )
+
+    @app.api_route(settings.base_path + "/{path:path}", methods=_METHODS)
+    async def stream(request: Request, path: str) -> Response:
+        path = validate_path(path)
+        method = request.method
+        if method == "GET":
+            return await endpoints.read(request, path)
+        if method == "POST":
+            return await endpoints.append(request, path)
+        if method == "PUT":
+            return await endpoints.create(request, path)
+        if method == "HEAD":
+            return await endpoints.head(path)
+        if method == "DELETE":
+            return await endpoints.delete(path)
+        return Response(status_code=204, headers={"Allow": ", ".join(_METHODS)})
+
+    @app.get("/healthz")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=["*"],
+        allow_methods=_METHODS,
+        allow_headers=["Content-Type", "If-None-Match", "Authorization", *responses.PROTOCOL_HEADERS],
+        expose_headers=["ETag", "Location", *responses.PROTOCOL_HEADERS],
+        max_age=86400,
+    )
+    app.add_middleware(SecurityHeaders)
+    return app

@@ -1,0 +1,90 @@
+"""The `dsaws` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from .config import Settings
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 4437
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .runtime import build_backend, ensure_resources, use_emulator_credentials
+
+    overrides: dict[str, object] = {}
+    if args.long_poll_timeout is not None:
+        overrides["long_poll_timeout"] = args.long_poll_timeout
+    if args.table:
+        overrides["table"] = args.table
+    if args.bucket:
+        overrides["bucket"] = args.bucket
+    settings = Settings(**overrides)  # type: ignore[arg-type]
+
+    emulator = None
+    if args.aws:
+        backend = build_backend(settings)
+        if any(os.environ.get(v) for v in _ENDPOINT_VARIABLES):
+            ensure_resources(backend)
+        where = f"AWS (table {settings.table}, bucket {settings.bucket})"
+    else:
+        from infra.emulator import Emulator
+
+        use_emulator_credentials()
+        emulator = Emulator().start()
+        backend = build_backend(settings, endpoint=emulator.endpoint)
+        ensure_resources(backend)
+        where = "the embedded emulator: data is kept IN MEMORY and lost when the server stops"
+
+    base_url = f"http://{args.host}:{args.port}{settings.base_path}/"
+    print(f"dsaws: serving Durable Streams at {base_url}", flush=True)
+    print(f"dsaws: storage is {where}", flush=True)
+    try:
+        uvicorn.run(
+            backend.app(), host=args.host, port=args.port, log_level=args.log_level,
+            timeout_graceful_shutdown=1,
+        )
+    finally:
+        if emulator is not None:
+            emulator.stop()
+    return 0
+
+
+_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_DYNAMODB")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dsaws", description="Durable Streams on AWS")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the protocol server")
+    serve.add_argument("--host", default=DEFAULT_HOST)
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT)
+    serve.add_argument(
+        "--long-poll-timeout", type=float, default=None,
+        help="seconds a long-poll waits for data (default: DS_LONG_POLL_TIMEOUT or 15)",
+    )
+    serve.add_argument(
+        "--aws", action="store_true",
+        help="use real AWS, or the endpoint in AWS_ENDPOINT_URL*, instead of the emulator",
+    )
+    serve.add_argument("--table", help="DynamoDB table (default: DS_TABLE)")
+    serve.add_argument("--bucket", help="S3 bucket (default: DS_BUCKET)")
+    serve.add_argument("--log-level", default="warning")
+    serve.set_defaults(handler=_serve)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

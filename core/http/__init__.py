@@ -1,0 +1,1 @@
+"""HTTP layer: stream endpoints, responses and middleware."""

@@ -1,0 +1,155 @@
+"""Building HTTP responses from store outcomes and protocol decisions."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.responses import Response
+
+from ..protocol import caching
+from ..protocol.append import AppendIntent, Verdict
+from ..protocol.errors import ProtocolError
+from ..protocol.headers import format_expires_at
+from ..protocol.offsets import format_offset
+from ..protocol.producer import ProducerState
+from ..storage.model import AppendOutcome, StreamInfo
+
+STREAM_NEXT_OFFSET = "Stream-Next-Offset"
+STREAM_CLOSED = "Stream-Closed"
+STREAM_UP_TO_DATE = "Stream-Up-To-Date"
+STREAM_CURSOR = "Stream-Cursor"
+STREAM_TTL = "Stream-TTL"
+STREAM_EXPIRES_AT = "Stream-Expires-At"
+STREAM_SEQ = "Stream-Seq"
+PRODUCER_ID = "Producer-Id"
+PRODUCER_EPOCH = "Producer-Epoch"
+PRODUCER_SEQ = "Producer-Seq"
+PRODUCER_EXPECTED_SEQ = "Producer-Expected-Seq"
+PRODUCER_RECEIVED_SEQ = "Producer-Received-Seq"
+
+PROTOCOL_HEADERS = [
+    STREAM_NEXT_OFFSET,
+    STREAM_CLOSED,
+    STREAM_UP_TO_DATE,
+    STREAM_CURSOR,
+    STREAM_TTL,
+    STREAM_EXPIRES_AT,
+    STREAM_SEQ,
+    PRODUCER_ID,
+    PRODUCER_EPOCH,
+    PRODUCER_SEQ,
+    PRODUCER_EXPECTED_SEQ,
+    PRODUCER_RECEIVED_SEQ,
+    "Stream-Forked-From",
+    "Stream-Fork-Offset",
+    "Stream-Fork-Sub-Offset",
+    "Stream-SSE-Data-Encoding",
+]
+
+
+def error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
+    body = json.dumps({"error": code, "message": message})
+    return Response(
+        body,
+        status_code=status,
+        media_type="application/json",
+        headers={"Cache-Control": caching.NO_STORE, **(headers or {})},
+    )
+
+
+def protocol_error(exc: ProtocolError) -> Response:
+    codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 409: "conflict",
+             410: "gone", 413: "payload_too_large", 501: "not_implemented", 503: "unavailable"}
+    return error(exc.status, codes.get(exc.status, "error"), exc.message, exc.headers)
+
+
+def not_found() -> Response:
+    return error(404, "not_found", "stream not found")
+
+
+def gone() -> Response:
+    return error(410, "gone", "stream was deleted; only its forks still read its data")
+
+
+def stream_headers(info: StreamInfo) -> dict[str, str]:
+    """Content type, tail and closure: shared by create, HEAD and write responses."""
+    headers = {"Content-Type": info.content_type, STREAM_NEXT_OFFSET: format_offset(info.tail)}
+    if info.closed:
+        headers[STREAM_CLOSED] = "true"
+    return headers
+
+
+def metadata_headers(info: StreamInfo) -> dict[str, str]:
+    headers = stream_headers(info)
+    if info.ttl_seconds is not None:
+        headers[STREAM_TTL] = str(info.ttl_seconds)
+    if info.expires_at is not None:
+        headers[STREAM_EXPIRES_AT] = format_expires_at(info.expires_at)
+    return headers
+
+
+def _producer_headers(state: ProducerState | None) -> dict[str, str]:
+    if state is None:
+        return {}
+    return {PRODUCER_EPOCH: str(state.epoch), PRODUCER_SEQ: str(state.last_seq)}
+
+
+def _tail_headers(info: StreamInfo) -> dict[str, str]:
+    headers = {STREAM_NEXT_OFFSET: format_offset(info.tail)}
+    if info.closed:
+        headers[STREAM_CLOSED] = "true"
+    return headers
+
+
+def _expected_seq(outcome: AppendOutcome, intent: AppendIntent) -> int:
+    decision = outcome.decision
+    if decision is not None and decision.producer is not None:
+        if decision.producer.expected_seq is not None:
+            return decision.producer.expected_seq
+    state = outcome.producer
+    claim = intent.producer
+    if state is not None and claim is not None and claim.epoch == state.epoch:
+        return state.last_seq + 1
+    return 0
+
+
+def append_response(outcome: AppendOutcome, intent: AppendIntent) -> Response:
+    """The response to a POST, from what the store decided (and committed)."""
+    decision = outcome.decision
+    info = outcome.info
+    assert decision is not None and info is not None
+    verdict = decision.verdict
+    if verdict is Verdict.COMMIT:
+        status = 200 if intent.producer is not None and intent.has_body else 204
+        headers = {**_tail_headers(info), **_producer_headers(outcome.producer)}
+        return Response(status_code=status, headers=headers)
+    if verdict is Verdict.DUPLICATE:
+        headers = {**_tail_headers(info), **_producer_headers(outcome.producer)}
+        return Response(status_code=204, headers=headers)
+    if verdict is Verdict.ALREADY_CLOSED:
+        return Response(status_code=204, headers=_tail_headers(info))
+
+    producer_conflict: dict[str, str] = {}
+    if intent.producer is not None:
+        producer_conflict = {
+            PRODUCER_EXPECTED_SEQ: str(_expected_seq(outcome, intent)),
+            PRODUCER_RECEIVED_SEQ: str(intent.producer.seq),
+        }
+    if verdict is Verdict.CLOSED:
+        return error(409, "stream_closed", "the stream is closed",
+                     {**_tail_headers(info), **producer_conflict})
+    if verdict is Verdict.CONTENT_TYPE_MISMATCH:
+        return error(409, "content_type_mismatch",
+                     f"the stream's content type is {info.content_type}", producer_conflict)
+    if verdict is Verdict.STREAM_SEQ_REGRESSION:
+        return error(409, "stream_seq_regression",
+                     "Stream-Seq must be greater than the last one written", producer_conflict)
+    if verdict is Verdict.SEQUENCE_GAP:
+        return error(409, "producer_sequence_gap", "producer sequence gap", producer_conflict)
+    if verdict is Verdict.STALE_EPOCH:
+        current = outcome.producer.epoch if outcome.producer else 0
+        return error(403, "stale_producer_epoch", "a newer producer epoch has taken over",
+                     {PRODUCER_EPOCH: str(current)})
+    if verdict is Verdict.EPOCH_NOT_AT_ZERO:
+        return error(400, "bad_producer_seq", "a new producer epoch must start at Producer-Seq 0")
+    raise AssertionError(f"unhandled verdict {verdict}")

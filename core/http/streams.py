@@ -1,0 +1,302 @@
+"""The stream endpoints: each reads as parse -> validate -> execute -> respond."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..config import Settings
+from ..protocol import caching
+from ..protocol.append import AppendIntent
+from ..protocol.create import StreamConfig
+from ..protocol.cursor import next_cursor
+from ..protocol.errors import ProtocolError, bad_request
+from ..protocol.headers import (
+    DEFAULT_CONTENT_TYPE,
+    is_json,
+    is_true,
+    parse_expires_at,
+    parse_producer,
+    parse_ttl,
+)
+from ..protocol.jsonmode import join_messages, split_messages
+from ..protocol.offsets import ReadStart, StartKind, format_offset, parse_read_start
+from ..storage import CreateSpec, CreateStatus, Payload, Presence, StreamInfo, StreamStore
+from . import responses as r
+from .wakeups import Wakeups
+
+_MAX_PATH_LENGTH = 1024
+
+
+@dataclass(frozen=True)
+class ReadRequest:
+    start: ReadStart
+    live: str | None
+    cursor: str | None
+    if_none_match: str | None
+
+
+class StreamEndpoints:
+    def __init__(self, settings: Settings, store: StreamStore, wakeups: Wakeups) -> None:
+        self.settings = settings
+        self.store = store
+        self.wakeups = wakeups
+
+    # ------------------------------------------------------------------ PUT
+
+    async def create(self, request: Request, path: str) -> Response:
+        content_type = request.headers.get("content-type") or DEFAULT_CONTENT_TYPE
+        ttl = parse_ttl(request.headers.get(r.STREAM_TTL))
+        expires_at = parse_expires_at(request.headers.get(r.STREAM_EXPIRES_AT))
+        if ttl is not None and expires_at is not None:
+            raise bad_request("send either Stream-TTL or Stream-Expires-At, not both")
+        if request.headers.get("stream-forked-from") is not None:
+            raise ProtocolError(501, "forks are not supported by this server yet")
+        closed = is_true(request.headers.get(r.STREAM_CLOSED))
+        body = await self._body(request)
+        payload = _payload(body, content_type, allow_empty_array=True)
+        spec = CreateSpec(StreamConfig(content_type, ttl, expires_at, closed), payload)
+
+        outcome = await run_in_threadpool(self.store.create, path, spec)
+
+        if outcome.status is CreateStatus.CONFLICT:
+            message = (
+                "a deleted stream with live forks still holds this path"
+                if outcome.info.soft_deleted
+                else "a stream with a different configuration exists at this path"
+            )
+            return r.error(409, "stream_exists", message)
+        headers = r.stream_headers(outcome.info)
+        if outcome.status is CreateStatus.CREATED:
+            headers["Location"] = str(request.url.replace(query=""))
+            return Response(status_code=201, headers=headers)
+        return Response(status_code=200, headers=headers)
+
+    # ------------------------------------------------------------------ POST
+
+    async def append(self, request: Request, path: str) -> Response:
+        close = is_true(request.headers.get(r.STREAM_CLOSED))
+        producer = parse_producer(
+            request.headers.get(r.PRODUCER_ID),
+            request.headers.get(r.PRODUCER_EPOCH),
+            request.headers.get(r.PRODUCER_SEQ),
+        )
+        content_type = request.headers.get("content-type")
+        stream_seq = request.headers.get(r.STREAM_SEQ)
+        body = await self._body(request)
+        if not body and not close:
+            raise bad_request("an append needs a body (or Stream-Closed: true to close)")
+        if body and not content_type:
+            raise bad_request("an append with a body needs a Content-Type")
+        payload = (
+            _payload(body, content_type, allow_empty_array=False) if body else Payload()
+        )
+        intent = AppendIntent(content_type, bool(body), close, stream_seq, producer)
+
+        outcome = await run_in_threadpool(self.store.append, path, intent, payload)
+
+        if outcome.presence is Presence.NOT_FOUND:
+            return r.not_found()
+        if outcome.presence is Presence.GONE:
+            return r.gone()
+        if outcome.decision is not None and outcome.decision.commits:
+            self.wakeups.notify(path)
+        return r.append_response(outcome, intent)
+
+    # ------------------------------------------------------------------ HEAD
+
+    async def head(self, path: str) -> Response:
+        info = await run_in_threadpool(self.store.get, path)
+        if info is None:
+            return _bodyless(r.not_found())
+        if info.soft_deleted:
+            return _bodyless(r.gone())
+        headers = {**r.metadata_headers(info), "Cache-Control": caching.NO_STORE}
+        return Response(status_code=200, headers=headers)
+
+    # ------------------------------------------------------------------ DELETE
+
+    async def delete(self, path: str) -> Response:
+        presence = await run_in_threadpool(self.store.delete, path)
+        if presence is Presence.NOT_FOUND:
+            return r.not_found()
+        if presence is Presence.GONE:
+            return r.gone()
+        self.wakeups.notify(path)
+        return Response(status_code=204)
+
+    # ------------------------------------------------------------------ GET
+
+    async def read(self, request: Request, path: str) -> Response:
+        read = _parse_read(request)
+        info = await run_in_threadpool(self.store.get, path)
+        if info is None:
+            return r.not_found()
+        if info.soft_deleted:
+            return r.gone()
+        position = read.start.resolve(info.tail)
+        if position > info.tail:
+            raise bad_request("offset is past the end of the stream")
+        await run_in_threadpool(self.store.renew, info)
+
+        if read.live == "long-poll":
+            return await self._long_poll(path, info, position, read)
+        if read.start.kind is StartKind.NOW:
+            return self._tail_response(info, status=200)
+        return await self._data_response(info, position, read, live=False)
+
+    async def _long_poll(
+        self, path: str, info: StreamInfo, position: int, read: ReadRequest
+    ) -> Response:
+        latest: StreamInfo | None = info
+        if info.tail <= position and not info.closed:
+            latest = await self._wait_for_change(path, position)
+            if latest is None:
+                return r.not_found()
+            if latest.soft_deleted:
+                return r.gone()
+        if latest.tail > position:
+            return await self._data_response(latest, position, read, live=True)
+        return self._tail_response(latest, status=204, cursor=self._cursor(latest, read))
+
+    async def _wait_for_change(self, path: str, position: int) -> StreamInfo | None:
+        """Poll the stream item until data arrives past `position`, the stream closes or goes
+        away, or the wait budget ends; one consistent GetItem per poll interval."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.long_poll_timeout
+        while True:
+            remaining = deadline - loop.time()
+            if remaining > 0:
+                await self.wakeups.wait(path, min(self.settings.poll_interval, remaining))
+            info = await run_in_threadpool(self.store.get, path)
+            if info is None or info.soft_deleted or info.tail > position or info.closed:
+                return info
+            if loop.time() >= deadline:
+                return info
+
+    async def _data_response(
+        self, info: StreamInfo, position: int, read: ReadRequest, live: bool
+    ) -> Response:
+        batch = await run_in_threadpool(
+            self.store.read, info, position, self.settings.max_read_bytes
+        )
+        up_to_date = batch.end >= info.tail
+        closed = info.closed and up_to_date
+        headers = {
+            "Content-Type": info.content_type,
+            r.STREAM_NEXT_OFFSET: format_offset(batch.end),
+        }
+        if up_to_date:
+            headers[r.STREAM_UP_TO_DATE] = "true"
+        if closed:
+            headers[r.STREAM_CLOSED] = "true"
+        if live and not closed:
+            headers[r.STREAM_CURSOR] = self._cursor(info, read)
+        tag = caching.etag(info.incarnation, position, batch.end, closed)
+        headers["ETag"] = tag
+        headers["Cache-Control"] = self._cache_control(info, empty_open_tail=(
+            batch.end == position and not closed
+        ))
+        if caching.etag_matches(read.if_none_match, tag):
+            headers.pop("Content-Type")
+            return Response(status_code=304, headers=headers)
+        body = join_messages(list(batch.messages)) if batch.messages is not None else batch.data
+        return Response(body, status_code=200, headers=headers)
+
+    def _tail_response(
+        self, info: StreamInfo, status: int, cursor: str | None = None
+    ) -> Response:
+        """Nothing to return: the client is at the tail (offset=now, or a long-poll)."""
+        headers = {
+            "Content-Type": info.content_type,
+            r.STREAM_NEXT_OFFSET: format_offset(info.tail),
+            r.STREAM_UP_TO_DATE: "true",
+            "Cache-Control": caching.NO_STORE,
+        }
+        if info.closed:
+            headers[r.STREAM_CLOSED] = "true"
+        elif cursor is not None:
+            headers[r.STREAM_CURSOR] = cursor
+        if status == 204:
+            return Response(status_code=204, headers=headers)
+        body = b"[]" if is_json(info.content_type) else b""
+        return Response(body, status_code=status, headers=headers)
+
+    def _cursor(self, info: StreamInfo, read: ReadRequest) -> str:
+        return next_cursor(time.time(), read.cursor, f"{info.incarnation}:{info.tail}")
+
+    def _cache_control(self, info: StreamInfo, empty_open_tail: bool) -> str:
+        if empty_open_tail:
+            # Data may arrive at any moment; an empty tail answer must not be served later.
+            return caching.NO_STORE
+        expiry = info.expiry_time()
+        return caching.read_cache_control(
+            self.settings.cache_visibility,
+            self.settings.cache_max_age,
+            self.settings.stale_while_revalidate,
+            None if expiry is None else expiry - time.time(),
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    async def _body(self, request: Request) -> bytes:
+        """The request body, refused with 413 as soon as it passes the append limit."""
+        limit = self.settings.max_append_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise ProtocolError(413, f"request body is larger than {limit} bytes")
+        received = bytearray()
+        async for piece in request.stream():
+            received.extend(piece)
+            if len(received) > limit:
+                raise ProtocolError(413, f"request body is larger than {limit} bytes")
+        return bytes(received)
+
+
+def validate_path(path: str) -> str:
+    if not path or len(path) > _MAX_PATH_LENGTH:
+        raise bad_request("stream path must be 1 to 1024 characters")
+    if any(ord(c) < 0x20 or c == "\x7f" for c in path):
+        raise bad_request("stream path must not contain control characters")
+    if any(part in {".", ".."} for part in path.split("/")):
+        raise bad_request("stream path must not contain '.' or '..' segments")
+    return path
+
+
+def _parse_read(request: Request) -> ReadRequest:
+    query = request.query_params
+    live_values = query.getlist("live")
+    live = live_values[0] if live_values else None
+    if len(live_values) > 1 or live not in {None, "long-poll", "sse"}:
+        raise bad_request("live must be long-poll or sse")
+    offsets = query.getlist("offset")
+    if live is not None and not offsets:
+        raise bad_request("live reads need an offset")
+    if live == "sse":
+        raise ProtocolError(501, "SSE is not supported by this server yet")
+    return ReadRequest(
+        start=parse_read_start(offsets),
+        live=live,
+        cursor=query.get("cursor"),
+        if_none_match=request.headers.get("if-none-match"),
+    )
+
+
+def _payload(body: bytes, content_type: str | None, *, allow_empty_array: bool) -> Payload:
+    if not body:
+        return Payload()
+    if content_type is not None and is_json(content_type):
+        messages = split_messages(body, allow_empty_array=allow_empty_array)
+        return Payload(b"".join(messages), tuple(len(m) for m in messages))
+    return Payload(body)
+
+
+def _bodyless(response: Response) -> Response:
+    """HEAD answers carry the status and headers of the GET, never a body."""
+    headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+    return Response(status_code=response.status_code, headers=headers)

@@ -1,0 +1,54 @@
+"""JSON mode: validate a body and split it into messages, keeping each message's own bytes."""
+
+from __future__ import annotations
+
+import json
+
+from .errors import bad_request
+
+_DECODER = json.JSONDecoder(parse_constant=lambda name: _reject_constant(name))
+_WHITESPACE = " \t\n\r"
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _skip_ws(text: str, index: int) -> int:
+    while index < len(text) and text[index] in _WHITESPACE:
+        index += 1
+    return index
+
+
+def split_messages(body: bytes, *, allow_empty_array: bool) -> list[bytes]:
+    """The messages of a JSON body: a top-level array is flattened one level.
+
+    Each message keeps the exact bytes the client sent (without surrounding whitespace),
+    so a reader gets back what was written, not a re-serialisation.
+    """
+    try:
+        text = body.decode("utf-8")
+        _DECODER.decode(text)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise bad_request(f"body is not valid JSON: {exc}") from exc
+    start = _skip_ws(text, 0)
+    if text[start] != "[":
+        return [text.strip(_WHITESPACE).encode("utf-8")]
+    messages: list[bytes] = []
+    index = _skip_ws(text, start + 1)
+    if text[index] == "]":
+        if not allow_empty_array:
+            raise bad_request("an empty JSON array appends nothing")
+        return messages
+    while True:
+        _, end = _DECODER.raw_decode(text, index)
+        messages.append(text[index:end].encode("utf-8"))
+        index = _skip_ws(text, end)
+        if text[index] == "]":
+            return messages
+        index = _skip_ws(text, index + 1)  # past the comma
+
+
+def join_messages(messages: list[bytes]) -> bytes:
+    """A JSON array of the given messages, as a read response body."""
+    return b"[" + b",".join(messages) + b"]"

@@ -1,0 +1,62 @@
+"""Wiring: settings -> AWS clients -> store -> app."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI
+
+from .app import create_app
+from .config import Settings
+from .storage import DynamoStore
+from .storage.aws import AwsSettings, make_clients
+from .storage.bootstrap import ensure_bucket, ensure_table
+
+EMULATOR_REGION = "us-east-1"
+
+
+@dataclass
+class Backend:
+    settings: Settings
+    dynamodb: Any
+    s3: Any
+    store: DynamoStore
+
+    def app(self) -> FastAPI:
+        return create_app(self.settings, self.store)
+
+
+def build_backend(settings: Settings, endpoint: str | None = None) -> Backend:
+    """Clients for real AWS (standard credentials, `AWS_ENDPOINT_URL*` honoured by boto3), or
+    for the emulator at `endpoint`."""
+    if endpoint is not None:
+        aws = AwsSettings(
+            region=EMULATOR_REGION, dynamodb_endpoint=endpoint, s3_endpoint=endpoint
+        )
+    else:
+        aws = AwsSettings(region=settings.region)
+    dynamodb, s3 = make_clients(aws)
+    store = DynamoStore(
+        dynamodb,
+        s3,
+        settings.table,
+        settings.bucket,
+        inline_max_bytes=settings.inline_max_bytes,
+        renew_fraction=settings.ttl_renew_fraction,
+        write_deadline=settings.write_deadline,
+    )
+    return Backend(settings, dynamodb, s3, store)
+
+
+def use_emulator_credentials() -> None:
+    """The emulator accepts any credentials; make sure boto3 finds some."""
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "emulator")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "emulator")
+    os.environ.setdefault("AWS_DEFAULT_REGION", EMULATOR_REGION)
+
+
+def ensure_resources(backend: Backend) -> None:
+    ensure_table(backend.dynamodb, backend.settings.table)
+    ensure_bucket(backend.s3, backend.settings.bucket)

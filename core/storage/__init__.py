@@ -1,0 +1,31 @@
+"""The stream store: one interface, one implementation on DynamoDB + S3."""
+
+from .base import StreamStore
+from .dynamo import DynamoStore
+from .model import (
+    AppendOutcome,
+    CreateOutcome,
+    CreateSpec,
+    CreateStatus,
+    Payload,
+    Presence,
+    ReadBatch,
+    Segment,
+    StoreUnavailable,
+    StreamInfo,
+)
+
+__all__ = [
+    "AppendOutcome",
+    "CreateOutcome",
+    "CreateSpec",
+    "CreateStatus",
+    "DynamoStore",
+    "Payload",
+    "Presence",
+    "ReadBatch",
+    "Segment",
+    "StoreUnavailable",
+    "StreamInfo",
+    "StreamStore",
+]

@@ -1,0 +1,150 @@
+"""The DynamoDB item layout: keys, and conversion between items and model values.
+
+One table holds everything:
+  s#<path> / meta          the stream: incarnation, tail, closure, TTL, fork origin, ref count
+  s#<path> / p#<producer>  one producer's epoch and last seq (valid for one incarnation)
+  d#<inc>  / c#<end>       one committed chunk of an incarnation, keyed by its end position
+  gc#<n>   / <inc>         an incarnation whose data nobody can read any more
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Any
+
+from ..protocol.headers import ProducerClaim
+from ..protocol.producer import ProducerState
+from .model import Segment, StreamInfo
+
+Item = dict[str, Any]
+META = "meta"
+RETIRE_SHARDS = 16
+_POSITION_WIDTH = 16
+
+
+def s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def n(value: int | float) -> dict[str, str]:
+    return {"N": repr(value) if isinstance(value, float) else str(value)}
+
+
+def stream_key(path: str) -> Item:
+    return {"pk": s(f"s#{path}"), "sk": s(META)}
+
+
+def producer_key(path: str, producer_id: str) -> Item:
+    return {"pk": s(f"s#{path}"), "sk": s(f"p#{producer_id}")}
+
+
+def chunk_partition(incarnation: str) -> str:
+    return f"d#{incarnation}"
+
+
+def chunk_sort_key(end: int) -> str:
+    return f"c#{end:0{_POSITION_WIDTH}d}"
+
+
+def retire_key(incarnation: str) -> Item:
+    shard = zlib.crc32(incarnation.encode()) % RETIRE_SHARDS
+    return {"pk": s(f"gc#{shard:02d}"), "sk": s(incarnation)}
+
+
+def _num(item: Item, name: str) -> float | None:
+    value = item.get(name)
+    return float(value["N"]) if value is not None else None
+
+
+def _int(item: Item, name: str, default: int = 0) -> int:
+    value = item.get(name)
+    return int(value["N"]) if value is not None else default
+
+
+def _str(item: Item, name: str) -> str | None:
+    value = item.get(name)
+    return value["S"] if value is not None else None
+
+
+def encode_stream(info: StreamInfo) -> Item:
+    item: Item = {
+        **stream_key(info.path),
+        "inc": s(info.incarnation),
+        "ct": s(info.content_type),
+        "tail": n(info.tail),
+        "closed": {"BOOL": info.closed},
+        "acc": n(info.last_access),
+        "ctime": n(info.created_at),
+        "refs": n(info.ref_count),
+        "fpos": n(info.fork_position),
+    }
+    if info.closed_by is not None:
+        item["cb"] = encode_claim(info.closed_by)
+    if info.last_stream_seq is not None:
+        item["sseq"] = s(info.last_stream_seq)
+    if info.ttl_seconds is not None:
+        item["ttl"] = n(info.ttl_seconds)
+    if info.expires_at is not None:
+        item["exp"] = n(info.expires_at)
+    if info.soft_deleted:
+        item["del"] = {"BOOL": True}
+    if info.forked_from is not None:
+        item["src"] = s(info.forked_from)
+    if info.inherited:
+        item["inh"] = {
+            "L": [
+                {"M": {"inc": s(seg.incarnation), "s": n(seg.start), "e": n(seg.end)}}
+                for seg in info.inherited
+            ]
+        }
+    return item
+
+
+def decode_stream(path: str, item: Item) -> StreamInfo:
+    closed_by = item.get("cb")
+    return StreamInfo(
+        path=path,
+        incarnation=item["inc"]["S"],
+        content_type=item["ct"]["S"],
+        tail=_int(item, "tail"),
+        closed=bool(item.get("closed", {}).get("BOOL", False)),
+        closed_by=decode_claim(closed_by) if closed_by is not None else None,
+        last_stream_seq=_str(item, "sseq"),
+        ttl_seconds=_int(item, "ttl") if "ttl" in item else None,
+        expires_at=_num(item, "exp"),
+        last_access=_num(item, "acc") or 0.0,
+        created_at=_num(item, "ctime") or 0.0,
+        soft_deleted=bool(item.get("del", {}).get("BOOL", False)),
+        forked_from=_str(item, "src"),
+        fork_position=_int(item, "fpos"),
+        inherited=tuple(
+            Segment(m["M"]["inc"]["S"], int(m["M"]["s"]["N"]), int(m["M"]["e"]["N"]))
+            for m in item.get("inh", {}).get("L", [])
+        ),
+        ref_count=_int(item, "refs"),
+    )
+
+
+def encode_claim(claim: ProducerClaim) -> Item:
+    return {"M": {"id": s(claim.producer_id), "ep": n(claim.epoch), "sq": n(claim.seq)}}
+
+
+def decode_claim(value: Item) -> ProducerClaim:
+    m = value["M"]
+    return ProducerClaim(m["id"]["S"], int(m["ep"]["N"]), int(m["sq"]["N"]))
+
+
+def decode_producer(item: Item | None, incarnation: str) -> ProducerState | None:
+    """Producer state is only valid for the incarnation that wrote it."""
+    if item is None or _str(item, "inc") != incarnation:
+        return None
+    return ProducerState(epoch=_int(item, "ep"), last_seq=_int(item, "sq"))
+
+
+def pack_lengths(lengths: tuple[int, ...]) -> bytes:
+    return struct.pack(f"<{len(lengths)}I", *lengths)
+
+
+def unpack_lengths(packed: bytes) -> tuple[int, ...]:
+    return struct.unpack(f"<{len(packed) // 4}I", packed)

@@ -1,0 +1,81 @@
+"""boto3 clients with deadlines and retries, and the classification of AWS errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionError,
+    ReadTimeoutError,
+)
+
+_THROTTLING_CODES = {
+    "ThrottlingException",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "SlowDown",
+    "InternalServerError",
+    "ServiceUnavailable",
+    "LimitExceededException",
+}
+
+
+@dataclass(frozen=True)
+class AwsSettings:
+    region: str | None = None
+    dynamodb_endpoint: str | None = None
+    s3_endpoint: str | None = None
+    connect_timeout: float = 2.0
+    read_timeout: float = 5.0
+    max_attempts: int = 4
+
+
+def make_clients(settings: AwsSettings) -> tuple[Any, Any]:
+    """DynamoDB and S3 clients; botocore's standard mode retries throttling and 5xx."""
+    config = Config(
+        connect_timeout=settings.connect_timeout,
+        read_timeout=settings.read_timeout,
+        retries={"mode": "standard", "max_attempts": settings.max_attempts},
+        max_pool_connections=64,
+    )
+    session = boto3.session.Session(region_name=settings.region)
+    dynamodb = session.client("dynamodb", endpoint_url=settings.dynamodb_endpoint, config=config)
+    s3 = session.client("s3", endpoint_url=settings.s3_endpoint, config=config)
+    return dynamodb, s3
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def is_condition_failure(exc: ClientError) -> bool:
+    """A conditional write lost a race: re-read and decide again."""
+    code = error_code(exc)
+    if code == "ConditionalCheckFailedException":
+        return True
+    if code == "TransactionCanceledException":
+        reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", []) or []]
+        if not reasons:
+            return "ConditionalCheckFailed" in str(exc) or "TransactionConflict" in str(exc)
+        retryable = {"ConditionalCheckFailed", "TransactionConflict", "None", None}
+        return all(r in retryable for r in reasons) and any(
+            r in {"ConditionalCheckFailed", "TransactionConflict"} for r in reasons
+        )
+    return code == "TransactionConflictException"
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Throttling, 5xx or a transport failure that survived botocore's retries."""
+    if isinstance(exc, ClientError):
+        code = error_code(exc)
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        if code == "TransactionCanceledException":
+            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", []) or []]
+            return "ThrottlingError" in reasons
+        return code in _THROTTLING_CODES or int(status or 0) >= 500
+    return isinstance(exc, ConnectionError | ReadTimeoutError | BotoCoreError)

@@ -1,0 +1,37 @@
+"""The stream store interface: small enough to read in one screen."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..protocol.append import AppendIntent
+from .model import (
+    AppendOutcome,
+    CreateOutcome,
+    CreateSpec,
+    Payload,
+    Presence,
+    ReadBatch,
+    StreamInfo,
+)
+
+
+class StreamStore(Protocol):
+    def get(self, path: str) -> StreamInfo | None:
+        """A consistent snapshot of a live stream (soft-deleted ones included); None if absent
+        or expired."""
+
+    def create(self, path: str, spec: CreateSpec) -> CreateOutcome:
+        """Create the stream, or report the one already at `path`."""
+
+    def append(self, path: str, intent: AppendIntent, payload: Payload) -> AppendOutcome:
+        """Decide and commit one append / close atomically with its producer state."""
+
+    def read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
+        """Committed data from `start`, up to `info.tail` and about `max_bytes`."""
+
+    def renew(self, info: StreamInfo) -> None:
+        """Slide a TTL stream's expiry forward after a read (cheap; writes only when due)."""
+
+    def delete(self, path: str) -> Presence:
+        """Delete the stream (FOUND), or say it was not there."""

@@ -1,0 +1,131 @@
+"""The values the store exchanges with its callers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from ..protocol.append import AppendDecision
+from ..protocol.create import StreamConfig
+from ..protocol.headers import ProducerClaim
+from ..protocol.producer import ProducerState
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A contiguous range of a stream's positions stored under one incarnation."""
+
+    incarnation: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """A consistent snapshot of one stream's metadata item."""
+
+    path: str
+    incarnation: str
+    content_type: str
+    tail: int
+    closed: bool
+    closed_by: ProducerClaim | None
+    last_stream_seq: str | None
+    ttl_seconds: int | None
+    expires_at: float | None
+    last_access: float
+    created_at: float
+    soft_deleted: bool = False
+    forked_from: str | None = None
+    fork_position: int = 0
+    # Inherited ranges, oldest source first; the stream's own data starts at fork_position.
+    inherited: tuple[Segment, ...] = ()
+    ref_count: int = 0
+
+    def expiry_time(self) -> float | None:
+        candidates = []
+        if self.expires_at is not None:
+            candidates.append(self.expires_at)
+        if self.ttl_seconds is not None:
+            candidates.append(self.last_access + self.ttl_seconds)
+        return min(candidates) if candidates else None
+
+    def is_expired(self, now: float) -> bool:
+        expiry = self.expiry_time()
+        return expiry is not None and now >= expiry
+
+    def segments(self) -> tuple[Segment, ...]:
+        """Where every position up to the tail is stored, in order."""
+        return (*self.inherited, Segment(self.incarnation, self.fork_position, self.tail))
+
+    @property
+    def config(self) -> StreamConfig:
+        return StreamConfig(
+            content_type=self.content_type,
+            ttl_seconds=self.ttl_seconds,
+            expires_at=self.expires_at,
+            closed=self.closed,
+            forked_from=self.forked_from,
+            fork_position=self.fork_position if self.forked_from is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class Payload:
+    """Bytes to append; for JSON streams, the lengths of the messages they hold."""
+
+    data: bytes = b""
+    message_lengths: tuple[int, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+@dataclass(frozen=True)
+class CreateSpec:
+    config: StreamConfig
+    payload: Payload = field(default_factory=Payload)
+
+
+class CreateStatus(Enum):
+    CREATED = "created"
+    EXISTS = "exists"  # same configuration: idempotent success
+    CONFLICT = "conflict"  # a different stream already lives at this path
+
+
+@dataclass(frozen=True)
+class CreateOutcome:
+    status: CreateStatus
+    info: StreamInfo
+
+
+class Presence(Enum):
+    FOUND = "found"
+    NOT_FOUND = "not_found"
+    GONE = "gone"  # soft-deleted: kept only for the forks that read it
+
+
+@dataclass(frozen=True)
+class AppendOutcome:
+    presence: Presence
+    decision: AppendDecision | None = None
+    info: StreamInfo | None = None  # after the commit when it committed
+    producer: ProducerState | None = None  # the producer's state to report
+
+
+@dataclass(frozen=True)
+class ReadBatch:
+    """Data from `start` up to `end`; `messages` is set for JSON streams instead of `data`."""
+
+    start: int
+    end: int
+    data: bytes = b""
+    messages: tuple[bytes, ...] | None = None
+
+
+class StoreUnavailable(Exception):
+    """AWS throttled or failed past the retry budget; the caller should retry later."""
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

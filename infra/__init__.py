@@ -1,0 +1,1 @@
+"""The local stack: the embedded emulator and helpers to run the server."""
