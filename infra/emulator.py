@@ -34,6 +34,9 @@ class Emulator:
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         from moto.server import DomainDispatcherApplication, create_backend_app
 
+        from . import _moto_transactions
+
+        _moto_transactions.install()
         app = _LockedApp(DomainDispatcherApplication(create_backend_app))
         self._server: BaseWSGIServer = make_server(
             host, port, app, threaded=True, request_handler=_QuietHandler
