@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI, Request
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
@@ -14,6 +16,7 @@ from .http.wakeups import Wakeups
 from .protocol.errors import ProtocolError
 from .storage import StoreUnavailable, StreamStore
 
+logger = logging.getLogger("dsaws")
 _METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"]
 
 
@@ -28,6 +31,7 @@ def create_app(settings: Settings, store: StreamStore) -> FastAPI:
 
     @app.exception_handler(StoreUnavailable)
     async def _unavailable(_: Request, exc: StoreUnavailable) -> Response:
+        logger.warning("storage unavailable: %s", exc)
         return responses.error(
             503,
             "unavailable",
@@ -59,7 +63,12 @@ def create_app(settings: Settings, store: StreamStore) -> FastAPI:
         CORSMiddleware,
         allow_origins=["*"],
         allow_methods=_METHODS,
-        allow_headers=["Content-Type", "If-None-Match", "Authorization", *responses.PROTOCOL_HEADERS],
+        allow_headers=[
+            "Content-Type",
+            "If-None-Match",
+            "Authorization",
+            *responses.PROTOCOL_HEADERS,
+        ],
         expose_headers=["ETag", "Location", *responses.PROTOCOL_HEADERS],
         max_age=86400,
     )

@@ -47,7 +47,10 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"dsaws: storage is {where}", flush=True)
     try:
         uvicorn.run(
-            backend.app(), host=args.host, port=args.port, log_level=args.log_level,
+            backend.app(),
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
             timeout_graceful_shutdown=1,
         )
     finally:
@@ -67,11 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=DEFAULT_HOST)
     serve.add_argument("--port", type=int, default=DEFAULT_PORT)
     serve.add_argument(
-        "--long-poll-timeout", type=float, default=None,
+        "--long-poll-timeout",
+        type=float,
+        default=None,
         help="seconds a long-poll waits for data (default: DS_LONG_POLL_TIMEOUT or 15)",
     )
     serve.add_argument(
-        "--aws", action="store_true",
+        "--aws",
+        action="store_true",
         help="use real AWS, or the endpoint in AWS_ENDPOINT_URL*, instead of the emulator",
     )
     serve.add_argument("--table", help="DynamoDB table (default: DS_TABLE)")

@@ -32,9 +32,7 @@ def build_backend(settings: Settings, endpoint: str | None = None) -> Backend:
     """Clients for real AWS (standard credentials, `AWS_ENDPOINT_URL*` honoured by boto3), or
     for the emulator at `endpoint`."""
     if endpoint is not None:
-        aws = AwsSettings(
-            region=EMULATOR_REGION, dynamodb_endpoint=endpoint, s3_endpoint=endpoint
-        )
+        aws = AwsSettings(region=EMULATOR_REGION, dynamodb_endpoint=endpoint, s3_endpoint=endpoint)
     else:
         aws = AwsSettings(region=settings.region)
     dynamodb, s3 = make_clients(aws)

@@ -58,8 +58,16 @@ def error(status: int, code: str, message: str, headers: dict[str, str] | None =
 
 
 def protocol_error(exc: ProtocolError) -> Response:
-    codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 409: "conflict",
-             410: "gone", 413: "payload_too_large", 501: "not_implemented", 503: "unavailable"}
+    codes = {
+        400: "bad_request",
+        404: "not_found",
+        405: "method_not_allowed",
+        409: "conflict",
+        410: "gone",
+        413: "payload_too_large",
+        501: "not_implemented",
+        503: "unavailable",
+    }
     return error(exc.status, codes.get(exc.status, "error"), exc.message, exc.headers)
 
 
@@ -103,9 +111,12 @@ def _tail_headers(info: StreamInfo) -> dict[str, str]:
 
 def _expected_seq(outcome: AppendOutcome, intent: AppendIntent) -> int:
     decision = outcome.decision
-    if decision is not None and decision.producer is not None:
-        if decision.producer.expected_seq is not None:
-            return decision.producer.expected_seq
+    if (
+        decision is not None
+        and decision.producer is not None
+        and decision.producer.expected_seq is not None
+    ):
+        return decision.producer.expected_seq
     state = outcome.producer
     claim = intent.producer
     if state is not None and claim is not None and claim.epoch == state.epoch:
@@ -136,20 +147,36 @@ def append_response(outcome: AppendOutcome, intent: AppendIntent) -> Response:
             PRODUCER_RECEIVED_SEQ: str(intent.producer.seq),
         }
     if verdict is Verdict.CLOSED:
-        return error(409, "stream_closed", "the stream is closed",
-                     {**_tail_headers(info), **producer_conflict})
+        return error(
+            409,
+            "stream_closed",
+            "the stream is closed",
+            {**_tail_headers(info), **producer_conflict},
+        )
     if verdict is Verdict.CONTENT_TYPE_MISMATCH:
-        return error(409, "content_type_mismatch",
-                     f"the stream's content type is {info.content_type}", producer_conflict)
+        return error(
+            409,
+            "content_type_mismatch",
+            f"the stream's content type is {info.content_type}",
+            producer_conflict,
+        )
     if verdict is Verdict.STREAM_SEQ_REGRESSION:
-        return error(409, "stream_seq_regression",
-                     "Stream-Seq must be greater than the last one written", producer_conflict)
+        return error(
+            409,
+            "stream_seq_regression",
+            "Stream-Seq must be greater than the last one written",
+            producer_conflict,
+        )
     if verdict is Verdict.SEQUENCE_GAP:
         return error(409, "producer_sequence_gap", "producer sequence gap", producer_conflict)
     if verdict is Verdict.STALE_EPOCH:
         current = outcome.producer.epoch if outcome.producer else 0
-        return error(403, "stale_producer_epoch", "a newer producer epoch has taken over",
-                     {PRODUCER_EPOCH: str(current)})
+        return error(
+            403,
+            "stale_producer_epoch",
+            "a newer producer epoch has taken over",
+            {PRODUCER_EPOCH: str(current)},
+        )
     if verdict is Verdict.EPOCH_NOT_AT_ZERO:
         return error(400, "bad_producer_seq", "a new producer epoch must start at Producer-Seq 0")
     raise AssertionError(f"unhandled verdict {verdict}")

@@ -93,9 +93,7 @@ class StreamEndpoints:
             raise bad_request("an append needs a body (or Stream-Closed: true to close)")
         if body and not content_type:
             raise bad_request("an append with a body needs a Content-Type")
-        payload = (
-            _payload(body, content_type, allow_empty_array=False) if body else Payload()
-        )
+        payload = _payload(body, content_type, allow_empty_array=False) if body else Payload()
         intent = AppendIntent(content_type, bool(body), close, stream_seq, producer)
 
         outcome = await run_in_threadpool(self.store.append, path, intent, payload)
@@ -199,18 +197,16 @@ class StreamEndpoints:
             headers[r.STREAM_CURSOR] = self._cursor(info, read)
         tag = caching.etag(info.incarnation, position, batch.end, closed)
         headers["ETag"] = tag
-        headers["Cache-Control"] = self._cache_control(info, empty_open_tail=(
-            batch.end == position and not closed
-        ))
+        headers["Cache-Control"] = self._cache_control(
+            info, empty_open_tail=(batch.end == position and not closed)
+        )
         if caching.etag_matches(read.if_none_match, tag):
             headers.pop("Content-Type")
             return Response(status_code=304, headers=headers)
         body = join_messages(list(batch.messages)) if batch.messages is not None else batch.data
         return Response(body, status_code=200, headers=headers)
 
-    def _tail_response(
-        self, info: StreamInfo, status: int, cursor: str | None = None
-    ) -> Response:
+    def _tail_response(self, info: StreamInfo, status: int, cursor: str | None = None) -> Response:
         """Nothing to return: the client is at the tail (offset=now, or a long-poll)."""
         headers = {
             "Content-Type": info.content_type,

@@ -66,9 +66,7 @@ def decide_append(state: WriteState, intent: AppendIntent) -> AppendDecision:
     )
     if state.closed:
         return AppendDecision(_closed_verdict(state, intent, producer), producer)
-    if intent.has_body and media_type(intent.content_type or "") != media_type(
-        state.content_type
-    ):
+    if intent.has_body and media_type(intent.content_type or "") != media_type(state.content_type):
         return AppendDecision(Verdict.CONTENT_TYPE_MISMATCH, producer)
     if producer is not None:
         if producer.outcome is ProducerOutcome.DUPLICATE:

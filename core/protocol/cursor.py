@@ -32,6 +32,6 @@ def next_cursor(
 
 
 def _parse_cursor(value: str | None) -> int | None:
-    if value is None or not value.isdigit() or len(value) > 18:
+    if value is None or not (value.isascii() and value.isdigit()) or len(value) > 18:
         return None
     return int(value)

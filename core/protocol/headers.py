@@ -12,9 +12,12 @@ DEFAULT_CONTENT_TYPE = "application/octet-stream"
 JSON_MEDIA_TYPE = "application/json"
 MAX_SAFE_INTEGER = 2**53 - 1
 
-_DECIMAL = re.compile(r"^(0|[1-9][0-9]*)$")
+# At most 16 digits: every value we accept fits well within 2^53, and int() never sees
+# an absurdly long string.
+_DECIMAL = re.compile(r"0|[1-9][0-9]{0,15}")
 _RFC3339 = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}"
+    r"(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
 )
 
 
@@ -35,7 +38,7 @@ def is_true(value: str | None) -> bool:
 def parse_ttl(value: str | None) -> int | None:
     if value is None:
         return None
-    if not _DECIMAL.match(value.strip()):
+    if not _DECIMAL.fullmatch(value.strip()):
         raise bad_request("Stream-TTL must be a non-negative decimal integer")
     return int(value.strip())
 
@@ -45,7 +48,7 @@ def parse_expires_at(value: str | None) -> float | None:
     if value is None:
         return None
     text = value.strip()
-    if not _RFC3339.match(text):
+    if not _RFC3339.fullmatch(text):
         raise bad_request("Stream-Expires-At must be an RFC 3339 timestamp")
     try:
         moment = datetime.fromisoformat(text.replace("z", "Z").replace("t", "T"))
@@ -61,7 +64,7 @@ def format_expires_at(seconds: float) -> str:
 
 
 def _parse_counter(name: str, value: str) -> int:
-    if not _DECIMAL.match(value):
+    if not _DECIMAL.fullmatch(value):
         raise bad_request(f"{name} must be a non-negative integer")
     number = int(value)
     if number > MAX_SAFE_INTEGER:

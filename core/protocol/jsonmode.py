@@ -6,7 +6,10 @@ import json
 
 from .errors import bad_request
 
-_DECODER = json.JSONDecoder(parse_constant=lambda name: _reject_constant(name))
+# Numbers are kept as text: we only validate and split, and int() would refuse long ones.
+_DECODER = json.JSONDecoder(
+    parse_constant=lambda name: _reject_constant(name), parse_int=str, parse_float=str
+)
 _WHITESPACE = " \t\n\r"
 
 
@@ -31,6 +34,8 @@ def split_messages(body: bytes, *, allow_empty_array: bool) -> list[bytes]:
         _DECODER.decode(text)
     except (UnicodeDecodeError, ValueError) as exc:
         raise bad_request(f"body is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise bad_request("JSON body is nested too deeply") from exc
     start = _skip_ws(text, 0)
     if text[start] != "[":
         return [text.strip(_WHITESPACE).encode("utf-8")]

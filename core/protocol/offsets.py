@@ -11,7 +11,7 @@ from .errors import bad_request
 BEGINNING = "-1"
 NOW = "now"
 _WIDTH = 16
-_PATTERN = re.compile(r"^(\d{16})_(\d{16})$")
+_PATTERN = re.compile(r"([0-9]{16})_([0-9]{16})")
 MAX_POSITION = 10**_WIDTH - 1
 
 
@@ -24,7 +24,7 @@ def format_offset(position: int) -> str:
 
 def parse_position(token: str) -> int:
     """The byte position of a token minted by this server; 400 for anything else."""
-    match = _PATTERN.match(token)
+    match = _PATTERN.fullmatch(token)
     if match is None or match.group(1) != "0" * _WIDTH:
         raise bad_request(f"malformed offset: {token!r}")
     return int(match.group(2))

@@ -38,8 +38,6 @@ def ensure_bucket(s3: Any, bucket: str) -> None:
             raise
     region = s3.meta.region_name
     if region and region != "us-east-1":
-        s3.create_bucket(
-            Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": region}
-        )
+        s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": region})
     else:
         s3.create_bucket(Bucket=bucket)

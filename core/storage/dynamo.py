@@ -6,8 +6,11 @@ one item); a lost race re-reads and decides again. Nothing here depends on proce
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -37,6 +40,16 @@ DEFAULT_INLINE_MAX_BYTES = 64 * 1024
 # Packed message lengths above this size go to S3 beside the chunk's bytes.
 _INLINE_INDEX_MAX_BYTES = 64 * 1024
 _QUERY_PAGE_ITEMS = 500
+
+
+class _StripedLocks:
+    """A fixed set of locks, one picked per stream path."""
+
+    def __init__(self, stripes: int = 64) -> None:
+        self._locks = [threading.Lock() for _ in range(stripes)]
+
+    def lock_for(self, path: str) -> threading.Lock:
+        return self._locks[zlib.crc32(path.encode()) % len(self._locks)]
 
 
 class _Conflict(Exception):
@@ -84,6 +97,7 @@ class DynamoStore:
         self.renew_fraction = renew_fraction
         self.write_deadline = write_deadline
         self.clock = clock
+        self._stream_locks = _StripedLocks()
 
     # ---------------------------------------------------------------- reads of metadata
 
@@ -188,6 +202,13 @@ class DynamoStore:
     # ---------------------------------------------------------------- append
 
     def append(self, path: str, intent: AppendIntent, payload: Payload) -> AppendOutcome:
+        # Writers to one stream in this process take turns: they would only lose races to
+        # each other. Correctness still rests on the conditional commit, not on this lock,
+        # since other processes (other Lambda instances) append to the same stream.
+        with self._stream_locks.lock_for(path):
+            return self._append(path, intent, payload)
+
+    def _append(self, path: str, intent: AppendIntent, payload: Payload) -> AppendOutcome:
         body: _StoredBody | None = None
         producer_id = intent.producer.producer_id if intent.producer else None
         for _ in self._attempts():
@@ -266,7 +287,8 @@ class DynamoStore:
             "Key": items.stream_key(before.path),
             "UpdateExpression": "SET " + ", ".join(sets),
             "ConditionExpression": (
-                "#inc = :inc AND #tail = :old_tail AND #closed = :false AND attribute_not_exists(#del)"
+                "#inc = :inc AND #tail = :old_tail AND #closed = :false"
+                " AND attribute_not_exists(#del)"
             ),
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
@@ -464,7 +486,8 @@ class DynamoStore:
         now = self.clock()
         if now - info.last_access < info.ttl_seconds * self.renew_fraction:
             return
-        try:
+        # A failed condition means someone else renewed it, or it expired: nothing to do.
+        with contextlib.suppress(_Conflict):
             self._update_single(
                 {
                     "TableName": self.table,
@@ -480,8 +503,6 @@ class DynamoStore:
                     },
                 }
             )
-        except _Conflict:
-            pass  # someone else renewed it, or it expired: either way nothing to do
 
     # ---------------------------------------------------------------- delete
 

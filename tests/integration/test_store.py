@@ -1,0 +1,292 @@
+"""The DynamoDB + S3 store against the embedded emulator: invariants of DESIGN.md section 3."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from core.protocol.append import AppendIntent, Verdict
+from core.protocol.create import StreamConfig
+from core.protocol.headers import ProducerClaim
+from core.protocol.jsonmode import split_messages
+from core.runtime import Backend
+from core.storage import (
+    CreateSpec,
+    CreateStatus,
+    DynamoStore,
+    Payload,
+    Presence,
+    StoreUnavailable,
+)
+from core.storage import _items as items
+
+TEXT = "text/plain"
+JSON = "application/json"
+
+
+def config(content_type: str = TEXT, **kwargs: Any) -> StreamConfig:
+    return StreamConfig(
+        content_type, kwargs.get("ttl"), kwargs.get("expires_at"), kwargs.get("closed", False)
+    )
+
+
+def plain(data: bytes, close: bool = False) -> tuple[AppendIntent, Payload]:
+    return AppendIntent(TEXT, bool(data), close), Payload(data)
+
+
+def json_payload(body: bytes) -> Payload:
+    messages = split_messages(body, allow_empty_array=True)
+    return Payload(b"".join(messages), tuple(len(m) for m in messages))
+
+
+def read_all(store: DynamoStore, path: str, max_bytes: int = 10**9) -> bytes:
+    info = store.get(path)
+    assert info is not None
+    out, position = [], 0
+    while position < info.tail:
+        batch = store.read(info, position, max_bytes)
+        assert batch.end > position, "every read makes progress"
+        out.append(batch.data)
+        position = batch.end
+    return b"".join(out)
+
+
+def s3_keys(backend: Backend) -> list[str]:
+    listing = backend.s3.list_objects_v2(Bucket=backend.settings.bucket)
+    return [o["Key"] for o in listing.get("Contents", [])]
+
+
+def test_inline_and_s3_chunks_read_back_byte_exact(backend: Backend) -> None:
+    store = backend.store
+    store.create("s", CreateSpec(config(), Payload(b"head-")))
+    small = bytes(range(256)) * 2  # 512 bytes: inline
+    large = bytes(range(256)) * 40  # 10 KiB: above the fixture's 1 KiB inline limit -> S3
+    for body in (small, large, small):
+        outcome = store.append("s", *plain(body))
+        assert outcome.decision is not None and outcome.decision.verdict is Verdict.COMMIT
+    assert read_all(store, "s") == b"head-" + small + large + small
+    assert len(s3_keys(backend)) == 1
+    # Small reads split the S3 chunk with ranged GETs and still reassemble exactly.
+    assert read_all(store, "s", max_bytes=777) == b"head-" + small + large + small
+
+
+def test_reader_never_returns_bytes_past_the_tail_it_read(backend: Backend) -> None:
+    store = backend.store
+    store.create("s", CreateSpec(config(), Payload(b"one")))
+    snapshot = store.get("s")
+    assert snapshot is not None
+    store.append("s", *plain(b"two"))  # committed after the snapshot was taken
+    batch = store.read(snapshot, 0, 1024)
+    assert batch.data == b"one" and batch.end == 3
+
+
+def test_json_reads_return_whole_messages_within_the_budget(backend: Backend) -> None:
+    store = backend.store
+    store.create("j", CreateSpec(config(JSON), json_payload(b'[{"a": 1}, "two", [3]]')))
+    store.append("j", AppendIntent(JSON, True, False), json_payload(b'{"b" : 2}'))
+    info = store.get("j")
+    assert info is not None
+    batch = store.read(info, 0, 13)  # 8 + 5 bytes: exactly two messages fit
+    assert batch.messages == (b'{"a": 1}', b'"two"')
+    rest = store.read(info, batch.end, 10**6)
+    assert rest.messages == (b"[3]", b'{"b" : 2}') and rest.end == info.tail
+    # A single message larger than the budget is still returned, alone.
+    assert store.read(info, 0, 1).messages == (b'{"a": 1}',)
+
+
+def test_large_json_batches_keep_their_message_index_in_s3(backend: Backend) -> None:
+    store = backend.store
+    body = b"[" + b",".join(b"%d" % i for i in range(20000)) + b"]"
+    store.create("j", CreateSpec(config(JSON), json_payload(body)))
+    info = store.get("j")
+    assert info is not None
+    messages: list[bytes] = []
+    position = 0
+    while position < info.tail:
+        batch = store.read(info, position, 30000)
+        assert batch.messages is not None
+        messages.extend(batch.messages)
+        position = batch.end
+    assert messages == [b"%d" % i for i in range(20000)]
+    assert any(key.endswith(".idx") for key in s3_keys(backend))
+
+
+def test_lost_race_retries_and_reuses_its_s3_object(backend: Backend, monkeypatch) -> None:
+    """A competing commit between our read and our commit: we re-read, re-decide and commit
+    once; the large body uploaded before the first attempt is reused, not duplicated."""
+    store = backend.store
+    store.create("s", CreateSpec(config()))
+    rival = DynamoStore(
+        backend.dynamodb,
+        backend.s3,
+        backend.settings.table,
+        backend.settings.bucket,
+        inline_max_bytes=1024,
+    )
+    original = store._store_body
+    calls = itertools.count()
+
+    def store_body_then_lose_race(incarnation: str, payload: Payload):  # type: ignore[no-untyped-def]
+        stored = original(incarnation, payload)
+        if next(calls) == 0:
+            rival.append("s", *plain(b"rival"))
+        return stored
+
+    monkeypatch.setattr(store, "_store_body", store_body_then_lose_race)
+    big = b"x" * 5000
+    outcome = store.append("s", *plain(big))
+    assert outcome.info is not None and outcome.info.tail == 5 + 5000
+    assert read_all(store, "s") == b"rival" + big
+    assert next(calls) == 1, "the body was stored once and reused on the retry"
+    assert len(s3_keys(backend)) == 1
+
+
+def test_producer_commit_is_atomic_with_data_and_deduplicates(backend: Backend) -> None:
+    store = backend.store
+    store.create("p", CreateSpec(config()))
+    claim = ProducerClaim("w", 0, 0)
+    first = store.append("p", AppendIntent(TEXT, True, False, producer=claim), Payload(b"a"))
+    retry = store.append("p", AppendIntent(TEXT, True, False, producer=claim), Payload(b"a"))
+    assert first.decision is not None and first.decision.verdict is Verdict.COMMIT
+    assert retry.decision is not None and retry.decision.verdict is Verdict.DUPLICATE
+    assert read_all(store, "p") == b"a"
+    item = backend.dynamodb.get_item(
+        TableName=backend.settings.table, Key=items.producer_key("p", "w"), ConsistentRead=True
+    )["Item"]
+    assert item["sq"]["N"] == "0" and item["inc"]["S"] == first.info.incarnation  # type: ignore[union-attr]
+
+
+def test_delete_and_recreate_starts_a_fresh_incarnation(backend: Backend) -> None:
+    store = backend.store
+    store.create("r", CreateSpec(config(), Payload(b"old")))
+    store.append(
+        "r", AppendIntent(TEXT, True, False, producer=ProducerClaim("w", 3, 0)), Payload(b"x")
+    )
+    old = store.get("r")
+    assert store.delete("r") is Presence.FOUND
+    assert store.get("r") is None
+    assert store.delete("r") is Presence.NOT_FOUND
+    created = store.create("r", CreateSpec(config(), Payload(b"new")))
+    assert created.status is CreateStatus.CREATED
+    assert created.info.incarnation != old.incarnation  # type: ignore[union-attr]
+    assert read_all(store, "r") == b"new"
+    # Producer state belonged to the old incarnation: epoch 0 is welcome again.
+    again = store.append(
+        "r", AppendIntent(TEXT, True, False, producer=ProducerClaim("w", 0, 0)), Payload(b"y")
+    )
+    assert again.decision is not None and again.decision.verdict is Verdict.COMMIT
+    retired = backend.dynamodb.get_item(
+        TableName=backend.settings.table,
+        Key=items.retire_key(old.incarnation),  # type: ignore[union-attr]
+    )
+    assert retired["Item"]["path"]["S"] == "r"
+
+
+def test_closure_is_monotonic_and_keeps_the_closing_producer(backend: Backend) -> None:
+    store = backend.store
+    store.create("c", CreateSpec(config()))
+    closer = ProducerClaim("w", 0, 0)
+    store.append("c", AppendIntent(TEXT, True, True, producer=closer), Payload(b"end"))
+    again = store.append("c", *plain(b"", close=True))
+    assert again.decision is not None and again.decision.verdict is Verdict.ALREADY_CLOSED
+    rejected = store.append("c", *plain(b"more"))
+    assert rejected.decision is not None and rejected.decision.verdict is Verdict.CLOSED
+    info = store.get("c")
+    assert info is not None and info.closed and info.closed_by == closer
+    assert read_all(store, "c") == b"end"
+
+
+def test_create_is_idempotent_and_detects_conflicts(backend: Backend) -> None:
+    store = backend.store
+    assert store.create("i", CreateSpec(config(ttl=60))).status is CreateStatus.CREATED
+    assert store.create("i", CreateSpec(config(ttl=60))).status is CreateStatus.EXISTS
+    assert store.create("i", CreateSpec(config(ttl=61))).status is CreateStatus.CONFLICT
+    assert store.create("i", CreateSpec(config(closed=True, ttl=60))).status is (
+        CreateStatus.CONFLICT
+    )
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_ttl_expiry_and_sliding_renewal_without_a_write_per_read(backend: Backend) -> None:
+    clock = FakeClock()
+    store = DynamoStore(
+        backend.dynamodb,
+        backend.s3,
+        backend.settings.table,
+        backend.settings.bucket,
+        clock=clock,
+        renew_fraction=0.1,
+    )
+    calls: list[str] = []
+    backend.dynamodb.meta.events.register(
+        "before-call.dynamodb.UpdateItem", lambda **kw: calls.append("update")
+    )
+    store.create("t", CreateSpec(config(ttl=100)))
+    clock.now += 5  # within 10% of the TTL: reads do not write
+    store.renew(store.get("t"))  # type: ignore[arg-type]
+    assert calls == []
+    clock.now += 90  # 95 s idle: due for renewal
+    store.renew(store.get("t"))  # type: ignore[arg-type]
+    assert calls == ["update"]
+    clock.now += 90  # 90 s after the renewal: still alive
+    assert store.get("t") is not None
+    clock.now += 11  # 101 s after the renewal: expired
+    assert store.get("t") is None
+    appended = store.append("t", *plain(b"x"))
+    assert appended.presence is Presence.NOT_FOUND
+    # An expired path can be created again; the old incarnation is retired.
+    assert store.create("t", CreateSpec(config())).status is CreateStatus.CREATED
+
+
+def test_renewal_never_resurrects_an_expired_stream(backend: Backend) -> None:
+    clock = FakeClock()
+    store = DynamoStore(
+        backend.dynamodb, backend.s3, backend.settings.table, backend.settings.bucket, clock=clock
+    )
+    store.create("t", CreateSpec(config(ttl=10)))
+    info = store.get("t")
+    clock.now += 11
+    store.renew(info)  # type: ignore[arg-type]
+    assert store.get("t") is None
+
+
+class ThrottlingDynamo:
+    """A DynamoDB client whose every call is throttled, as after botocore's retries."""
+
+    def __init__(self, real: Any) -> None:
+        self.meta = real.meta
+
+    def __getattr__(self, name: str) -> Any:
+        def throttled(**_: Any) -> Any:
+            raise ClientError(
+                {
+                    "Error": {"Code": "ThrottlingException", "Message": "slow down"},
+                    "ResponseMetadata": {"HTTPStatusCode": 400},
+                },
+                name,
+            )
+
+        return throttled
+
+
+def test_throttling_surfaces_as_store_unavailable(backend: Backend) -> None:
+    store = DynamoStore(
+        ThrottlingDynamo(backend.dynamodb),
+        backend.s3,
+        backend.settings.table,
+        backend.settings.bucket,
+    )
+    with pytest.raises(StoreUnavailable):
+        store.append("s", *plain(b"x"))
+    with pytest.raises(StoreUnavailable):
+        store.get("s")

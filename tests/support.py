@@ -1,0 +1,64 @@
+"""Helpers the integration tests share: a `dsaws serve` process and free ports."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerProcess:
+    """`dsaws serve` on the embedded emulator, in a child process, for one test module."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.args = args
+        self.env = {**os.environ, **(env or {})}
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ServerProcess:
+        command = [sys.executable, "-m", "core.cli", "serve", "--port", str(self.port), *self.args]
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                output = self.process.stdout.read().decode() if self.process.stdout else ""
+                raise RuntimeError(f"dsaws serve exited early:\n{output}")
+            try:
+                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("dsaws serve did not come up within 30 s")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
