@@ -1,0 +1,202 @@
+"""AWS calls per operation, counted with botocore event hooks, and server overhead per request.
+
+Runs the real app in-process (httpx over ASGI) on the embedded emulator and prints a table.
+The budgets are DESIGN.md section 6; the script exits non-zero if one is exceeded.
+
+    python benchmarks/aws_calls.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from core.config import Settings
+from core.runtime import build_backend, ensure_resources, use_emulator_credentials
+from infra.emulator import Emulator
+
+REPEATS = 20
+IDLE_WAIT_SECONDS = 3.0
+POLL_INTERVAL = 0.2
+
+
+@dataclass
+class CallMeter:
+    """Counts AWS API calls and the wall time spent inside them."""
+
+    calls: Counter[str] = field(default_factory=Counter)
+    aws_seconds: float = 0.0
+    _started: dict[int, float] = field(default_factory=dict)
+
+    def attach(self, client: Any) -> None:
+        client.meta.events.register("before-call", self._before)
+        client.meta.events.register("after-call", self._after)
+
+    def _before(self, model: Any, **_: Any) -> None:
+        self.calls[model.name] += 1
+        self._started[id(model)] = time.perf_counter()
+
+    def _after(self, model: Any, **_: Any) -> None:
+        started = self._started.pop(id(model), None)
+        if started is not None:
+            self.aws_seconds += time.perf_counter() - started
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.aws_seconds = 0.0
+
+
+@dataclass
+class Row:
+    operation: str
+    calls_per_op: float
+    detail: str
+    overhead_ms: float | None
+    budget: float | None
+
+    @property
+    def ok(self) -> bool:
+        return self.budget is None or self.calls_per_op <= self.budget
+
+
+async def measure(
+    meter: CallMeter, name: str, budget: float | None, action: Any, repeats: int = REPEATS
+) -> Row:
+    meter.reset()
+    elapsed = 0.0
+    for i in range(repeats):
+        started = time.perf_counter()
+        await action(i)
+        elapsed += time.perf_counter() - started
+    total = sum(meter.calls.values())
+    detail = ", ".join(f"{op} {count / repeats:g}" for op, count in sorted(meter.calls.items()))
+    overhead = (elapsed - meter.aws_seconds) / repeats * 1000
+    return Row(name, total / repeats, detail, overhead, budget)
+
+
+async def run() -> list[Row]:
+    use_emulator_credentials()
+    with Emulator() as emulator:
+        settings = Settings(
+            table="bench",
+            bucket="bench-data",
+            long_poll_timeout=IDLE_WAIT_SECONDS,
+            poll_interval=POLL_INTERVAL,
+        )
+        backend = build_backend(settings, endpoint=emulator.endpoint)
+        ensure_resources(backend)
+        meter = CallMeter()
+        meter.attach(backend.dynamodb)
+        meter.attach(backend.s3)
+        transport = httpx.ASGITransport(app=backend.app())
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+            return await _scenarios(client, meter)
+
+
+async def _scenarios(client: httpx.AsyncClient, meter: CallMeter) -> list[Row]:
+    base = "/v1/stream"
+    text = {"Content-Type": "text/plain"}
+    await client.put(f"{base}/small", headers=text)
+    await client.put(f"{base}/large", headers={"Content-Type": "application/octet-stream"})
+    await client.put(f"{base}/producer", headers=text)
+    await client.put(f"{base}/idle", headers=text)
+    await client.put(f"{base}/long", headers=text)
+
+    async def small_append(i: int) -> None:
+        response = await client.post(f"{base}/small", content=b"x" * 100, headers=text)
+        assert response.status_code == 204
+
+    large_body = b"L" * (256 * 1024)
+
+    async def large_append(i: int) -> None:
+        response = await client.post(
+            f"{base}/large",
+            content=large_body,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        assert response.status_code == 204
+
+    async def catch_up_read(i: int) -> None:
+        response = await client.get(f"{base}/small", params={"offset": "-1"})
+        assert response.status_code == 200 and len(response.content) == 100 * REPEATS
+
+    async def producer_append(i: int) -> None:
+        headers = {**text, "Producer-Id": "bench", "Producer-Epoch": "0", "Producer-Seq": str(i)}
+        response = await client.post(f"{base}/producer", content=b"p" * 100, headers=headers)
+        assert response.status_code == 200
+
+    rows = [
+        await measure(meter, "small append (100 B, inline)", 2, small_append),
+        await measure(meter, "large append (256 KiB, S3)", 3, large_append),
+        await measure(meter, "catch-up read (inline data)", 2, catch_up_read),
+        await measure(meter, "producer append (100 B)", 2, producer_append),
+    ]
+
+    # A long stream: reading its last few appends costs the same as reading a short one.
+    for i in range(2000):
+        await client.post(f"{base}/long", content=b"%06d" % i, headers=text)
+    head = await client.head(f"{base}/long")
+    tail = int(head.headers["Stream-Next-Offset"].split("_")[1])
+    near_end = f"{0:016d}_{tail - 60:016d}"
+
+    async def tail_read(i: int) -> None:
+        response = await client.get(f"{base}/long", params={"offset": near_end})
+        assert response.status_code == 200 and len(response.content) == 60
+
+    rows.append(await measure(meter, "read last 10 of 2000 appends", 2, tail_read))
+
+    async def idle_long_poll(i: int) -> None:
+        idle = await client.head(f"{base}/idle")
+        offset = idle.headers["Stream-Next-Offset"]
+        meter.reset()
+        started = time.perf_counter()
+        response = await client.get(
+            f"{base}/idle", params={"offset": offset, "live": "long-poll"}, timeout=30
+        )
+        assert response.status_code == 204
+        idle_seconds.append(time.perf_counter() - started)
+
+    idle_seconds: list[float] = []
+    await idle_long_poll(0)
+    waited = statistics.fmean(idle_seconds)
+    per_second = sum(meter.calls.values()) / waited
+    detail = ", ".join(f"{op} {count}" for op, count in sorted(meter.calls.items()))
+    rows.append(
+        Row(
+            f"idle long-poll, per second ({waited:.1f} s wait, poll {POLL_INTERVAL:g} s)",
+            per_second,
+            detail,
+            None,
+            1 / POLL_INTERVAL + 1,
+        )
+    )
+    only_get_item = set(meter.calls) <= {"GetItem"}
+    if not only_get_item:
+        rows[-1].budget = 0  # an idle wait must cost consistent GetItems and nothing else
+    return rows
+
+
+def main() -> int:
+    rows = asyncio.run(run())
+    print(f"{'operation':<52} {'AWS calls/op':>12} {'budget':>7} {'overhead ms':>12}  calls")
+    for row in rows:
+        budget = "-" if row.budget is None else f"{row.budget:g}"
+        overhead = "-" if row.overhead_ms is None else f"{row.overhead_ms:.2f}"
+        flag = "" if row.ok else "  OVER BUDGET"
+        print(
+            f"{row.operation:<52} {row.calls_per_op:>12.2f} {budget:>7} {overhead:>12}  "
+            f"{row.detail}{flag}"
+        )
+    print("overhead = wall time per request minus time inside AWS calls (emulator, in-process)")
+    return 0 if all(row.ok for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Lambda entry points only: thin modules that build the app and wrap it."""

@@ -1,0 +1,157 @@
+"""HTTP behaviour the conformance suite does not pin down: limits, errors, CORS, 503s."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from core.app import create_app
+from core.runtime import Backend
+from core.storage import StoreUnavailable
+
+
+@pytest.fixture
+def client(backend: Backend) -> Iterator[TestClient]:
+    settings = backend.settings.model_copy(
+        update={"max_append_bytes": 1000, "max_read_bytes": 64, "long_poll_timeout": 0.5}
+    )
+    with TestClient(create_app(settings, backend.store)) as test_client:
+        yield test_client
+
+
+URL = "/v1/stream/h"
+
+
+def test_append_over_the_limit_is_413_and_stores_nothing(client: TestClient) -> None:
+    client.put(URL, headers={"Content-Type": "text/plain"}, content=b"keep")
+    response = client.post(URL, headers={"Content-Type": "text/plain"}, content=b"x" * 1001)
+    assert response.status_code == 413
+    assert response.json()["error"] == "payload_too_large"
+    assert client.get(URL).content == b"keep"
+
+
+def test_chunked_body_over_the_limit_is_413(client: TestClient) -> None:
+    client.put(URL, headers={"Content-Type": "text/plain"})
+
+    def pieces() -> Iterator[bytes]:
+        for _ in range(20):
+            yield b"y" * 100
+
+    response = client.post(URL, headers={"Content-Type": "text/plain"}, content=pieces())
+    assert response.status_code == 413
+    assert client.get(URL).content == b""
+
+
+def test_reads_are_capped_and_up_to_date_only_at_the_tail(client: TestClient) -> None:
+    client.put(URL, headers={"Content-Type": "text/plain"}, content=b"a" * 100)
+    first = client.get(URL)
+    assert len(first.content) == 64 and "stream-up-to-date" not in first.headers
+    rest = client.get(URL, params={"offset": first.headers["stream-next-offset"]})
+    assert rest.content == b"a" * 36 and rest.headers["stream-up-to-date"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "status"),
+    [
+        ("GET", {}, 404),
+        ("HEAD", {}, 404),
+        ("DELETE", {}, 404),
+        ("POST", {"Content-Type": "text/plain"}, 404),
+    ],
+)
+def test_missing_stream_errors(
+    client: TestClient, method: str, headers: dict[str, str], status: int
+) -> None:
+    response = client.request(method, "/v1/stream/absent", headers=headers, content=b"x")
+    assert response.status_code == status
+    assert response.headers["x-content-type-options"] == "nosniff"
+    if method != "HEAD":
+        assert response.json()["error"] == "not_found"
+
+
+@pytest.mark.parametrize("path", ["a/%2E%2E/b", "a/%2E/b", "a%00b"])
+def test_dot_segments_and_control_characters_are_rejected(client: TestClient, path: str) -> None:
+    response = client.put("/v1/stream/" + path, headers={"Content-Type": "text/plain"})
+    assert response.status_code == 400
+    assert response.json()["error"] == "bad_request"
+
+
+def test_unknown_live_mode_and_offset_past_tail_are_400(client: TestClient) -> None:
+    client.put(URL, headers={"Content-Type": "text/plain"}, content=b"abc")
+    assert client.get(URL, params={"offset": "-1", "live": "forever"}).status_code == 400
+    beyond = f"{0:016d}_{99:016d}"
+    response = client.get(URL, params={"offset": beyond})
+    assert response.status_code == 400 and "past the end" in response.json()["message"]
+
+
+def test_cors_preflight_allows_protocol_headers(client: TestClient) -> None:
+    response = client.options(
+        URL,
+        headers={
+            "Origin": "https://app.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "producer-id, if-none-match, stream-closed",
+        },
+    )
+    assert response.status_code == 200
+    allowed = response.headers["access-control-allow-headers"].lower()
+    for header in ("producer-id", "if-none-match", "stream-closed"):
+        assert header in allowed
+    simple = client.get("/v1/stream/absent", headers={"Origin": "https://app.example"})
+    assert "stream-next-offset" in simple.headers["access-control-expose-headers"].lower()
+
+
+def test_long_poll_at_a_closed_tail_returns_at_once(client: TestClient) -> None:
+    created = client.put(URL, headers={"Content-Type": "text/plain", "Stream-Closed": "true"})
+    offset = created.headers["stream-next-offset"]
+    response = client.get(URL, params={"offset": offset, "live": "long-poll"})
+    assert response.status_code == 204
+    assert response.headers["stream-closed"] == "true"
+    assert "stream-cursor" not in response.headers
+
+
+def test_woken_long_poll_gets_the_final_data_with_the_closed_signal(backend: Backend) -> None:
+    async def scenario() -> None:
+        transport = httpx.ASGITransport(app=create_app(backend.settings, backend.store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            created = await client.put(URL, headers={"Content-Type": "text/plain"})
+            offset = created.headers["stream-next-offset"]
+            waiting = asyncio.create_task(
+                client.get(URL, params={"offset": offset, "live": "long-poll"})
+            )
+            await asyncio.sleep(0.3)
+            closing = await client.post(
+                URL,
+                content=b"last words",
+                headers={"Content-Type": "text/plain", "Stream-Closed": "true"},
+            )
+            assert closing.status_code == 204
+            response = await waiting
+            assert response.status_code == 200 and response.content == b"last words"
+            assert response.headers["stream-closed"] == "true"
+
+    asyncio.run(scenario())
+
+
+class UnavailableStore:
+    """Every call fails as AWS does when throttling outlasts the retries."""
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(*_: Any, **__: Any) -> Any:
+            raise StoreUnavailable("throttled")
+
+        return fail
+
+
+def test_unavailable_storage_is_503_with_retry_after(backend: Backend) -> None:
+    store: Any = UnavailableStore()
+    with TestClient(create_app(backend.settings, store)) as client:
+        response = client.post(URL, headers={"Content-Type": "text/plain"}, content=b"x")
+        assert response.status_code == 503
+        assert response.headers["retry-after"] == "1"
+        assert client.get(URL).status_code == 503
