@@ -27,6 +27,14 @@ class Settings(BaseSettings):
     ttl_renew_fraction: float = Field(0.1, gt=0, le=1)
     write_deadline: float = Field(10.0, gt=0, description="seconds to win a contended write")
 
+    sse_mode: Literal["stream", "window"] = Field(
+        "stream", description="stream under uvicorn; window for buffered hosts (Lambda)"
+    )
+    sse_lifetime: float = Field(60.0, gt=0, description="seconds before an SSE stream ends")
+    sse_window: float | None = Field(
+        None, gt=0, description="bounded-window wait in seconds (default: long_poll_timeout)"
+    )
+
     cache_visibility: Literal["public", "private"] = "public"
     cache_max_age: int = 60
     stale_while_revalidate: int = 300

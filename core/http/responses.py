@@ -26,6 +26,7 @@ PRODUCER_EPOCH = "Producer-Epoch"
 PRODUCER_SEQ = "Producer-Seq"
 PRODUCER_EXPECTED_SEQ = "Producer-Expected-Seq"
 PRODUCER_RECEIVED_SEQ = "Producer-Received-Seq"
+STREAM_SSE_DATA_ENCODING = "Stream-SSE-Data-Encoding"
 
 PROTOCOL_HEADERS = [
     STREAM_NEXT_OFFSET,

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from ..config import Settings
 from ..protocol import caching
@@ -26,8 +25,11 @@ from ..protocol.headers import (
 )
 from ..protocol.jsonmode import join_messages, split_messages
 from ..protocol.offsets import ReadStart, StartKind, format_offset, parse_read_start
+from ..protocol.sse import uses_base64
 from ..storage import CreateSpec, CreateStatus, Payload, Presence, StreamInfo, StreamStore
 from . import responses as r
+from .live import TailWatcher
+from .sse import SsePlan, SseSessions
 from .wakeups import Wakeups
 
 _MAX_PATH_LENGTH = 1024
@@ -46,6 +48,8 @@ class StreamEndpoints:
         self.settings = settings
         self.store = store
         self.wakeups = wakeups
+        self.watcher = TailWatcher(store, wakeups, settings.poll_interval)
+        self.sse = SseSessions(store, self.watcher, settings.max_read_bytes, self._cursor_for)
 
     # ------------------------------------------------------------------ PUT
 
@@ -142,6 +146,8 @@ class StreamEndpoints:
             raise bad_request("offset is past the end of the stream")
         await run_in_threadpool(self.store.renew, info)
 
+        if read.live == "sse":
+            return await self._sse(path, info, position, read)
         if read.live == "long-poll":
             return await self._long_poll(path, info, position, read)
         if read.start.kind is StartKind.NOW:
@@ -153,7 +159,9 @@ class StreamEndpoints:
     ) -> Response:
         latest: StreamInfo | None = info
         if info.tail <= position and not info.closed:
-            latest = await self._wait_for_change(path, position)
+            latest = await self.watcher.wait_for_change(
+                path, position, self.settings.long_poll_timeout
+            )
             if latest is None:
                 return r.not_found()
             if latest.soft_deleted:
@@ -162,20 +170,22 @@ class StreamEndpoints:
             return await self._data_response(latest, position, read, live=True)
         return self._tail_response(latest, status=204, cursor=self._cursor(latest, read))
 
-    async def _wait_for_change(self, path: str, position: int) -> StreamInfo | None:
-        """Poll the stream item until data arrives past `position`, the stream closes or goes
-        away, or the wait budget ends; one consistent GetItem per poll interval."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.settings.long_poll_timeout
-        while True:
-            remaining = deadline - loop.time()
-            if remaining > 0:
-                await self.wakeups.wait(path, min(self.settings.poll_interval, remaining))
-            info = await run_in_threadpool(self.store.get, path)
-            if info is None or info.soft_deleted or info.tail > position or info.closed:
-                return info
-            if loop.time() >= deadline:
-                return info
+    async def _sse(self, path: str, info: StreamInfo, position: int, read: ReadRequest) -> Response:
+        window = self.settings.sse_mode == "window"
+        lifetime = (
+            (self.settings.sse_window or self.settings.long_poll_timeout)
+            if window
+            else self.settings.sse_lifetime
+        )
+        plan = SsePlan(path, position, lifetime, stop_after_data=window, client_cursor=read.cursor)
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        if uses_base64(info.content_type):
+            headers[r.STREAM_SSE_DATA_ENCODING] = "base64"
+        events = self.sse.events(info, plan)
+        if window:
+            body = b"".join([event async for event in events])
+            return Response(body, status_code=200, headers=headers)
+        return StreamingResponse(events, status_code=200, headers=headers)
 
     async def _data_response(
         self, info: StreamInfo, position: int, read: ReadRequest, live: bool
@@ -224,7 +234,11 @@ class StreamEndpoints:
         return Response(body, status_code=status, headers=headers)
 
     def _cursor(self, info: StreamInfo, read: ReadRequest) -> str:
-        return next_cursor(time.time(), read.cursor, f"{info.incarnation}:{info.tail}")
+        return self._cursor_for(info, read.cursor)
+
+    @staticmethod
+    def _cursor_for(info: StreamInfo, client_cursor: str | None) -> str:
+        return next_cursor(time.time(), client_cursor, f"{info.incarnation}:{info.tail}")
 
     def _cache_control(self, info: StreamInfo, empty_open_tail: bool) -> str:
         if empty_open_tail:
@@ -273,8 +287,6 @@ def _parse_read(request: Request) -> ReadRequest:
     offsets = query.getlist("offset")
     if live is not None and not offsets:
         raise bad_request("live reads need an offset")
-    if live == "sse":
-        raise ProtocolError(501, "SSE is not supported by this server yet")
     return ReadRequest(
         start=parse_read_start(offsets),
         live=live,

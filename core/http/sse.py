@@ -1,0 +1,99 @@
+"""SSE sessions: catch up from an offset, then follow the stream's tail.
+
+One generator serves both hosts. Under uvicorn it streams for a lifetime (about a minute) and
+then ends so clients reconnect through the CDN. Under buffered hosts (Lambda through Mangum) it
+runs in bounded-window mode: it ends as soon as it has sent data or the closed signal, or when
+the window ends, and the client reconnects from the last control event's offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from starlette.concurrency import run_in_threadpool
+
+from ..protocol.jsonmode import join_messages
+from ..protocol.offsets import format_offset
+from ..protocol.sse import control_event, data_event
+from ..storage import StreamInfo, StreamStore
+from .live import TailWatcher
+
+
+@dataclass(frozen=True)
+class SsePlan:
+    path: str
+    position: int
+    lifetime: float
+    stop_after_data: bool  # bounded-window mode
+    client_cursor: str | None = None
+
+
+class SseSessions:
+    """Runs SSE sessions and counts the live ones, so tests can see none are left behind."""
+
+    def __init__(
+        self,
+        store: StreamStore,
+        watcher: TailWatcher,
+        max_read_bytes: int,
+        cursor_for: Callable[[StreamInfo, str | None], str],
+    ) -> None:
+        self.store = store
+        self.watcher = watcher
+        self.max_read_bytes = max_read_bytes
+        self.cursor_for = cursor_for
+        self.active = 0
+
+    async def events(self, info: StreamInfo, plan: SsePlan) -> AsyncIterator[bytes]:
+        self.active += 1
+        try:
+            async for event in self._session(info, plan):
+                yield event
+        finally:
+            self.active -= 1
+
+    async def _session(self, info: StreamInfo, plan: SsePlan) -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + plan.lifetime
+        position = plan.position
+        announced = False  # has a control event told the client where it stands?
+        current: StreamInfo | None = info
+        while current is not None and not current.soft_deleted:
+            if position < current.tail:
+                batch = await run_in_threadpool(
+                    self.store.read, current, position, self.max_read_bytes
+                )
+                position = batch.end
+                payload = (
+                    join_messages(list(batch.messages))
+                    if batch.messages is not None
+                    else batch.data
+                )
+                at_tail = position >= current.tail
+                # One write for the pair: a data event is never seen without its control.
+                yield data_event(payload, current.content_type) + self._control(
+                    current, position, at_tail, plan
+                )
+                announced = True
+                if (current.closed and at_tail) or plan.stop_after_data:
+                    return
+                continue
+            if current.closed:
+                yield self._control(current, position, True, plan)
+                return
+            if not announced:
+                yield self._control(current, position, True, plan)
+                announced = True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            current = await self.watcher.wait_for_change(plan.path, position, remaining)
+            if current is not None and current.tail <= position and not current.closed:
+                return  # the lifetime ended with nothing new
+
+    def _control(self, info: StreamInfo, position: int, up_to_date: bool, plan: SsePlan) -> bytes:
+        closed = info.closed and position >= info.tail
+        cursor = None if closed else self.cursor_for(info, plan.client_cursor)
+        return control_event(format_offset(position), cursor, up_to_date, closed)

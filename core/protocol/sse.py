@@ -1,0 +1,38 @@
+"""Server-Sent Events framing for stream reads (protocol section 5.8)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+from .headers import is_json, media_type
+
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+
+
+def uses_base64(content_type: str) -> bool:
+    """Text and JSON travel as UTF-8; every other content type as base64."""
+    return not (media_type(content_type).startswith("text/") or is_json(content_type))
+
+
+def data_event(payload: bytes, content_type: str) -> bytes:
+    """One `data` event. Every CR, LF or CRLF in the payload starts a new `data:` line, so
+    nothing inside a payload can end the event or forge another one."""
+    if uses_base64(content_type):
+        return b"event: data\ndata:" + base64.b64encode(payload) + b"\n\n"
+    lines = _LINE_BREAK.split(payload)
+    return b"event: data\n" + b"".join(b"data:" + line + b"\n" for line in lines) + b"\n"
+
+
+def control_event(next_offset: str, cursor: str | None, up_to_date: bool, closed: bool) -> bytes:
+    body: dict[str, object] = {"streamNextOffset": next_offset}
+    if closed:
+        body["upToDate"] = True
+        body["streamClosed"] = True
+    else:
+        if cursor is not None:
+            body["streamCursor"] = cursor
+        if up_to_date:
+            body["upToDate"] = True
+    return b"event: control\ndata:" + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
