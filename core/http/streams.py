@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -12,7 +13,6 @@ from starlette.responses import Response, StreamingResponse
 from ..config import Settings
 from ..protocol import caching
 from ..protocol.append import AppendIntent
-from ..protocol.create import StreamConfig
 from ..protocol.cursor import next_cursor
 from ..protocol.errors import ProtocolError, bad_request
 from ..protocol.headers import (
@@ -21,12 +21,27 @@ from ..protocol.headers import (
     is_true,
     parse_expires_at,
     parse_producer,
+    parse_sub_offset,
     parse_ttl,
 )
 from ..protocol.jsonmode import join_messages, split_messages
-from ..protocol.offsets import ReadStart, StartKind, format_offset, parse_read_start
+from ..protocol.offsets import (
+    ReadStart,
+    StartKind,
+    format_offset,
+    parse_position,
+    parse_read_start,
+)
 from ..protocol.sse import uses_base64
-from ..storage import CreateSpec, CreateStatus, Payload, Presence, StreamInfo, StreamStore
+from ..storage import (
+    CreateSpec,
+    CreateStatus,
+    ForkRequest,
+    Payload,
+    Presence,
+    StreamInfo,
+    StreamStore,
+)
 from . import responses as r
 from .live import TailWatcher
 from .sse import SsePlan, SseSessions
@@ -54,32 +69,58 @@ class StreamEndpoints:
     # ------------------------------------------------------------------ PUT
 
     async def create(self, request: Request, path: str) -> Response:
-        content_type = request.headers.get("content-type") or DEFAULT_CONTENT_TYPE
+        content_type = request.headers.get("content-type")
         ttl = parse_ttl(request.headers.get(r.STREAM_TTL))
         expires_at = parse_expires_at(request.headers.get(r.STREAM_EXPIRES_AT))
         if ttl is not None and expires_at is not None:
             raise bad_request("send either Stream-TTL or Stream-Expires-At, not both")
-        if request.headers.get("stream-forked-from") is not None:
-            raise ProtocolError(501, "forks are not supported by this server yet")
+        fork = self._parse_fork(request)
+        if fork is None and content_type is None:
+            content_type = DEFAULT_CONTENT_TYPE
         closed = is_true(request.headers.get(r.STREAM_CLOSED))
         body = await self._body(request)
+        if body and content_type is None:
+            raise bad_request("a fork created with a body needs a Content-Type")
         payload = _payload(body, content_type, allow_empty_array=True)
-        spec = CreateSpec(StreamConfig(content_type, ttl, expires_at, closed), payload)
+        spec = CreateSpec(content_type, ttl, expires_at, closed, payload, fork)
 
         outcome = await run_in_threadpool(self.store.create, path, spec)
 
-        if outcome.status is CreateStatus.CONFLICT:
-            message = (
-                "a deleted stream with live forks still holds this path"
-                if outcome.info.soft_deleted
-                else "a stream with a different configuration exists at this path"
-            )
-            return r.error(409, "stream_exists", message)
+        if outcome.status in _CREATE_REJECTIONS:
+            status, code, message = _CREATE_REJECTIONS[outcome.status]
+            if (
+                outcome.info is not None
+                and outcome.status is CreateStatus.CONFLICT
+                and (outcome.info.soft_deleted)
+            ):
+                message = "a deleted stream with live forks still holds this path"
+            return r.error(status, code, message)
+        assert outcome.info is not None
         headers = r.stream_headers(outcome.info)
         if outcome.status is CreateStatus.CREATED:
             headers["Location"] = str(request.url.replace(query=""))
             return Response(status_code=201, headers=headers)
         return Response(status_code=200, headers=headers)
+
+    def _parse_fork(self, request: Request) -> ForkRequest | None:
+        source = request.headers.get("stream-forked-from")
+        offset = request.headers.get("stream-fork-offset")
+        sub_offset = request.headers.get("stream-fork-sub-offset")
+        if source is None:
+            if offset is not None or sub_offset is not None:
+                raise bad_request("fork offsets need Stream-Forked-From")
+            return None
+        prefix = self.settings.base_path + "/"
+        source_path = source.strip()
+        if "://" in source_path:
+            source_path = urlsplit(source_path).path
+        if not source_path.startswith(prefix):
+            raise bad_request(f"Stream-Forked-From must be a stream path under {prefix}")
+        anchor = parse_position(offset.strip()) if offset is not None else None
+        units = parse_sub_offset(sub_offset)
+        if units > 0 and anchor is None:
+            raise bad_request("Stream-Fork-Sub-Offset needs Stream-Fork-Offset")
+        return ForkRequest(validate_path(unquote(source_path[len(prefix) :])), anchor, units)
 
     # ------------------------------------------------------------------ POST
 
@@ -266,6 +307,32 @@ class StreamEndpoints:
             if len(received) > limit:
                 raise ProtocolError(413, f"request body is larger than {limit} bytes")
         return bytes(received)
+
+
+_CREATE_REJECTIONS = {
+    CreateStatus.CONFLICT: (
+        409,
+        "stream_exists",
+        "a stream with a different configuration exists at this path",
+    ),
+    CreateStatus.SOURCE_NOT_FOUND: (404, "source_not_found", "the fork source does not exist"),
+    CreateStatus.SOURCE_GONE: (409, "source_deleted", "the fork source has been deleted"),
+    CreateStatus.CONTENT_TYPE_MISMATCH: (
+        409,
+        "content_type_mismatch",
+        "a fork's content type must be its source's",
+    ),
+    CreateStatus.OFFSET_BEYOND_TAIL: (
+        400,
+        "fork_offset_beyond_tail",
+        "Stream-Fork-Offset is past the source's tail",
+    ),
+    CreateStatus.SUB_OFFSET_OVERSHOOT: (
+        400,
+        "fork_sub_offset_overshoot",
+        "Stream-Fork-Sub-Offset is past the source's data",
+    ),
+}
 
 
 def validate_path(path: str) -> str:

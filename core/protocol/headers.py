@@ -72,6 +72,15 @@ def _parse_counter(name: str, value: str) -> int:
     return number
 
 
+def parse_sub_offset(value: str | None) -> int:
+    """Stream-Fork-Sub-Offset: a non-negative decimal integer; absent means 0."""
+    if value is None:
+        return 0
+    if not _DECIMAL.fullmatch(value.strip()):
+        raise bad_request("Stream-Fork-Sub-Offset must be a non-negative decimal integer")
+    return int(value.strip())
+
+
 @dataclass(frozen=True)
 class ProducerClaim:
     """The (id, epoch, seq) a producer sent with one request."""

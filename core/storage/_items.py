@@ -91,6 +91,8 @@ def encode_stream(info: StreamInfo) -> Item:
         item["del"] = {"BOOL": True}
     if info.forked_from is not None:
         item["src"] = s(info.forked_from)
+    if info.source_incarnation is not None:
+        item["srci"] = s(info.source_incarnation)
     if info.inherited:
         item["inh"] = {
             "L": [
@@ -117,6 +119,7 @@ def decode_stream(path: str, item: Item) -> StreamInfo:
         created_at=_num(item, "ctime") or 0.0,
         soft_deleted=bool(item.get("del", {}).get("BOOL", False)),
         forked_from=_str(item, "src"),
+        source_incarnation=_str(item, "srci"),
         fork_position=_int(item, "fpos"),
         inherited=tuple(
             Segment(m["M"]["inc"]["S"], int(m["M"]["s"]["N"]), int(m["M"]["e"]["N"]))

@@ -18,7 +18,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..protocol.append import AppendIntent, WriteState, decide_append
-from ..protocol.headers import is_json
+from ..protocol.fork import inherit_expiry
+from ..protocol.headers import DEFAULT_CONTENT_TYPE, is_json, media_type
 from ..protocol.producer import ProducerState
 from . import _items as items
 from .aws import is_condition_failure, is_unavailable
@@ -27,6 +28,7 @@ from .model import (
     CreateOutcome,
     CreateSpec,
     CreateStatus,
+    ForkRequest,
     Payload,
     Presence,
     ReadBatch,
@@ -102,10 +104,16 @@ class DynamoStore:
     # ---------------------------------------------------------------- reads of metadata
 
     def get(self, path: str) -> StreamInfo | None:
-        info = self._get_raw(path)
-        if info is None or (info.is_expired(self.clock()) and not info.soft_deleted):
-            return None
-        return info
+        return self._live(self._get_raw(path))
+
+    def _live(self, info: StreamInfo | None) -> StreamInfo | None:
+        """The stream as clients see it: an expired one is reaped on sight, and one that
+        expired while forks still read it becomes soft-deleted."""
+        if info is None or info.soft_deleted or not info.is_expired(self.clock()):
+            return info
+        with contextlib.suppress(_Conflict, StoreUnavailable):
+            self._reap(info)
+        return replace(info, soft_deleted=True) if info.ref_count > 0 else None
 
     def _get_raw(self, path: str) -> StreamInfo | None:
         response = self._call(
@@ -140,38 +148,106 @@ class DynamoStore:
     def create(self, path: str, spec: CreateSpec) -> CreateOutcome:
         body: _StoredBody | None = None
         for _ in self._attempts():
-            existing = self._get_raw(path)
             now = self.clock()
-            if existing is not None and not (
-                existing.is_expired(now) and not existing.soft_deleted
-            ):
-                matches = not existing.soft_deleted and existing.config.matches(spec.config)
-                status = CreateStatus.EXISTS if matches else CreateStatus.CONFLICT
-                return CreateOutcome(status, existing)
-            info = self._new_stream(path, spec, now)
+            raw = self._get_raw(path)
+            existing = self._live(raw)
+            source: StreamInfo | None = None
+            position = 0
+            if spec.fork is not None:
+                resolved = self._resolve_fork(spec, spec.fork)
+                if isinstance(resolved, CreateOutcome):
+                    if existing is None:
+                        return resolved
+                else:
+                    source, position = resolved
+            info = self._new_stream(path, spec, now, source, position)
+            if existing is not None:
+                return CreateOutcome(self._compare(existing, info), existing)
             if body is None and len(spec.payload):
                 body = self._store_body(info.incarnation, spec.payload)
+            # An expired item that could not be reaped just now is replaced in the commit.
+            replacing = raw if raw is not None and raw.is_expired(now) else None
             try:
-                self._commit_create(info, spec.payload, body, replacing=existing)
+                self._commit_create(info, spec.payload, body, replacing, source)
             except _Conflict:
                 continue
             return CreateOutcome(CreateStatus.CREATED, info)
         raise StoreUnavailable("create kept losing races")
 
-    def _new_stream(self, path: str, spec: CreateSpec, now: float) -> StreamInfo:
-        config = spec.config
+    @staticmethod
+    def _compare(existing: StreamInfo, wanted: StreamInfo) -> CreateStatus:
+        if existing.soft_deleted or not existing.config.matches(wanted.config):
+            return CreateStatus.CONFLICT
+        return CreateStatus.EXISTS
+
+    def _resolve_fork(
+        self, spec: CreateSpec, fork: ForkRequest
+    ) -> CreateOutcome | tuple[StreamInfo, int]:
+        """The live source and the position a fork of it diverges at, or why there is none."""
+        source = self.get(fork.source_path)
+        if source is None:
+            return CreateOutcome(CreateStatus.SOURCE_NOT_FOUND)
+        if source.soft_deleted:
+            return CreateOutcome(CreateStatus.SOURCE_GONE, source)
+        if spec.content_type is not None and media_type(spec.content_type) != media_type(
+            source.content_type
+        ):
+            return CreateOutcome(CreateStatus.CONTENT_TYPE_MISMATCH, source)
+        anchor = source.tail if fork.anchor is None else fork.anchor
+        if anchor > source.tail:
+            return CreateOutcome(CreateStatus.OFFSET_BEYOND_TAIL, source)
+        position = self._advance(source, anchor, fork.sub_offset)
+        if position is None:
+            return CreateOutcome(CreateStatus.SUB_OFFSET_OVERSHOOT, source)
+        return source, position
+
+    def _advance(self, source: StreamInfo, anchor: int, units: int) -> int | None:
+        """The position `units` past `anchor`: messages for JSON, bytes otherwise."""
+        if units == 0:
+            return anchor
+        if not is_json(source.content_type):
+            return anchor + units if anchor + units <= source.tail else None
+        position, remaining = anchor, units
+        while remaining > 0 and position < source.tail:
+            batch = self.read(source, position, 1 << 20)
+            for message in (batch.messages or ())[:remaining]:
+                position += len(message)
+                remaining -= 1
+            if batch.end == position and not batch.messages:
+                break
+        return position if remaining == 0 else None
+
+    def _new_stream(
+        self,
+        path: str,
+        spec: CreateSpec,
+        now: float,
+        source: StreamInfo | None,
+        position: int,
+    ) -> StreamInfo:
+        content_type = spec.content_type or DEFAULT_CONTENT_TYPE
+        ttl, expires_at = spec.ttl_seconds, spec.expires_at
+        if source is not None:
+            content_type = source.content_type
+            ttl, expires_at = inherit_expiry(
+                source.ttl_seconds, source.expires_at, spec.ttl_seconds, spec.expires_at
+            )
         return StreamInfo(
             path=path,
             incarnation=_new_incarnation(now),
-            content_type=config.content_type,
-            tail=len(spec.payload),
-            closed=config.closed,
+            content_type=content_type,
+            tail=position + len(spec.payload),
+            closed=spec.closed,
             closed_by=None,
             last_stream_seq=None,
-            ttl_seconds=config.ttl_seconds,
-            expires_at=config.expires_at,
+            ttl_seconds=ttl,
+            expires_at=expires_at,
             last_access=now,
             created_at=now,
+            forked_from=source.path if source else None,
+            source_incarnation=source.incarnation if source else None,
+            fork_position=position,
+            inherited=source.segments_until(position) if source else (),
         )
 
     def _commit_create(
@@ -180,24 +256,56 @@ class DynamoStore:
         payload: Payload,
         body: _StoredBody | None,
         replacing: StreamInfo | None,
+        source: StreamInfo | None,
     ) -> None:
         put: dict[str, Any] = {"TableName": self.table, "Item": items.encode_stream(info)}
+        actions: list[dict[str, Any]] = [{"Put": put}]
         if replacing is None:
             put["ConditionExpression"] = "attribute_not_exists(pk)"
         else:
-            # Replace exactly the expired incarnation we looked at, and retire its data.
+            # Replace exactly the expired, unreferenced incarnation we looked at.
             put["ConditionExpression"] = "#inc = :old AND #refs = :zero"
             put["ExpressionAttributeNames"] = {"#inc": "inc", "#refs": "refs"}
             put["ExpressionAttributeValues"] = {
                 ":old": items.s(replacing.incarnation),
                 ":zero": items.n(0),
             }
-        actions: list[dict[str, Any]] = [{"Put": put}]
+            actions.extend(self._retire_actions(replacing))
         if body is not None:
-            actions.append({"Put": self._chunk_put(info.incarnation, 0, payload, body)})
-        if replacing is not None:
-            actions.append({"Put": self._retire_put(replacing)})
+            start = info.fork_position
+            actions.append({"Put": self._chunk_put(info.incarnation, start, payload, body)})
+        if source is not None:
+            actions.append({"Update": self._reference(source, info.fork_position)})
         self._write(actions)
+
+    def _reference(self, source: StreamInfo, position: int) -> dict[str, Any]:
+        """Count one more fork on a source that is still live, as we read it."""
+        now = self.clock()
+        values: dict[str, Any] = {
+            ":inc": items.s(source.incarnation),
+            ":one": items.n(1),
+            ":position": items.n(position),
+            ":now": items.n(now),
+        }
+        condition = "#inc = :inc AND attribute_not_exists(#del) AND #tail >= :position"
+        if source.expires_at is not None:
+            condition += " AND #exp > :now"
+        if source.ttl_seconds is not None:
+            condition += " AND #acc > :dead"
+            values[":dead"] = items.n(now - source.ttl_seconds)
+        names = {"#inc": "inc", "#del": "del", "#tail": "tail", "#refs": "refs"}
+        if source.expires_at is not None:
+            names["#exp"] = "exp"
+        if source.ttl_seconds is not None:
+            names["#acc"] = "acc"
+        return {
+            "TableName": self.table,
+            "Key": items.stream_key(source.path),
+            "UpdateExpression": "SET #refs = #refs + :one",
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
 
     # ---------------------------------------------------------------- append
 
@@ -212,8 +320,9 @@ class DynamoStore:
         body: _StoredBody | None = None
         producer_id = intent.producer.producer_id if intent.producer else None
         for _ in self._attempts():
-            info, producer_item = self._get_for_write(path, producer_id)
-            if info is None or (info.is_expired(self.clock()) and not info.soft_deleted):
+            raw, producer_item = self._get_for_write(path, producer_id)
+            info = self._live(raw)
+            if info is None:
                 return AppendOutcome(Presence.NOT_FOUND)
             if info.soft_deleted:
                 return AppendOutcome(Presence.GONE)
@@ -436,17 +545,17 @@ class DynamoStore:
         return taken, bounds[-1][1], budget
 
     def _chunks(self, segment: Segment, position: int) -> Iterator[_Chunk]:
-        """Chunks of one incarnation that end after `position`, capped at the segment's end
-        (a Query may see chunks committed after the metadata we hold)."""
+        """Chunks of one incarnation that end after `position` and start before the segment
+        ends. Stopping at the segment's end keeps out chunks committed after the metadata we
+        hold, and the source's appends after a fork point; a chunk that straddles a fork point
+        is included and cut by the caller."""
         low = max(position, segment.start) + 1
-        high = items.chunk_sort_key(segment.end)
         request: dict[str, Any] = {
             "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+            "KeyConditionExpression": "pk = :pk AND sk >= :lo",
             "ExpressionAttributeValues": {
                 ":pk": items.s(items.chunk_partition(segment.incarnation)),
                 ":lo": items.s(items.chunk_sort_key(low)),
-                ":hi": items.s(high),
             },
             "ConsistentRead": True,
             "Limit": _QUERY_PAGE_ITEMS,
@@ -454,7 +563,12 @@ class DynamoStore:
         while True:
             response = self._call(self.dynamodb.query, **request)
             for item in response.get("Items", []):
-                yield _decode_chunk(item)
+                if not item["sk"]["S"].startswith("c#"):
+                    return
+                chunk = _decode_chunk(item)
+                if chunk.start >= segment.end:
+                    return
+                yield chunk
             last = response.get("LastEvaluatedKey")
             if not last:
                 return
@@ -504,48 +618,120 @@ class DynamoStore:
                 }
             )
 
-    # ---------------------------------------------------------------- delete
+    # ---------------------------------------------------------------- delete and lifecycle
 
     def delete(self, path: str) -> Presence:
         for _ in self._attempts():
-            info = self._get_raw(path)
+            raw = self._get_raw(path)
+            info = self._live(raw)
             if info is None:
                 return Presence.NOT_FOUND
             if info.soft_deleted:
                 return Presence.GONE
-            expired = info.is_expired(self.clock())
             try:
-                self._write(
-                    [
-                        {
-                            "Delete": {
-                                "TableName": self.table,
-                                "Key": items.stream_key(path),
-                                "ConditionExpression": "#inc = :inc AND #refs = :zero",
-                                "ExpressionAttributeNames": {"#inc": "inc", "#refs": "refs"},
-                                "ExpressionAttributeValues": {
-                                    ":inc": items.s(info.incarnation),
-                                    ":zero": items.n(0),
-                                },
-                            }
-                        },
-                        {"Put": self._retire_put(info)},
-                    ]
-                )
+                if info.ref_count > 0:
+                    self._soft_delete(info)
+                else:
+                    self._hard_delete(info)
             except _Conflict:
                 continue
-            return Presence.NOT_FOUND if expired else Presence.FOUND
+            return Presence.FOUND
         raise StoreUnavailable("delete kept losing races")
 
-    def _retire_put(self, info: StreamInfo) -> dict[str, Any]:
-        return {
-            "TableName": self.table,
-            "Item": {
-                **items.retire_key(info.incarnation),
-                "path": items.s(info.path),
-                "at": items.n(self.clock()),
-            },
-        }
+    def _reap(self, info: StreamInfo) -> None:
+        """Finish an expired stream: gone if nothing forks it, else soft-deleted for its forks."""
+        if info.ref_count > 0:
+            self._soft_delete(info)
+        else:
+            self._hard_delete(info)
+
+    def _soft_delete(self, info: StreamInfo) -> None:
+        self._update_single(
+            {
+                "TableName": self.table,
+                "Key": items.stream_key(info.path),
+                "UpdateExpression": "SET #del = :true",
+                "ConditionExpression": (
+                    "#inc = :inc AND #refs > :zero AND attribute_not_exists(#del)"
+                ),
+                "ExpressionAttributeNames": {"#del": "del", "#inc": "inc", "#refs": "refs"},
+                "ExpressionAttributeValues": {
+                    ":true": {"BOOL": True},
+                    ":inc": items.s(info.incarnation),
+                    ":zero": items.n(0),
+                },
+            }
+        )
+
+    def _hard_delete(self, info: StreamInfo) -> None:
+        """Remove an unreferenced stream, retire its data and release its source; then, if
+        that source was soft-deleted and this was its last fork, remove it too (cascade)."""
+        self._write(
+            [
+                {
+                    "Delete": {
+                        "TableName": self.table,
+                        "Key": items.stream_key(info.path),
+                        "ConditionExpression": "#inc = :inc AND #refs = :zero",
+                        "ExpressionAttributeNames": {"#inc": "inc", "#refs": "refs"},
+                        "ExpressionAttributeValues": {
+                            ":inc": items.s(info.incarnation),
+                            ":zero": items.n(0),
+                        },
+                    }
+                },
+                *self._retire_actions(info),
+            ]
+        )
+        self._cascade(info)
+
+    def _cascade(self, released: StreamInfo) -> None:
+        """Best effort: the collector finishes any cascade a crash interrupts."""
+        if released.forked_from is None:
+            return
+        source = self._get_raw(released.forked_from)
+        if (
+            source is None
+            or source.incarnation != released.source_incarnation
+            or source.ref_count > 0
+            or not (source.soft_deleted or source.is_expired(self.clock()))
+        ):
+            return
+        with contextlib.suppress(_Conflict):
+            self._hard_delete(source)
+
+    def _retire_actions(self, info: StreamInfo) -> list[dict[str, Any]]:
+        """Mark the incarnation's data for the collector and release the fork's source."""
+        actions: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": {
+                        **items.retire_key(info.incarnation),
+                        "path": items.s(info.path),
+                        "at": items.n(self.clock()),
+                    },
+                }
+            }
+        ]
+        if info.forked_from is not None and info.source_incarnation is not None:
+            actions.append(
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": items.stream_key(info.forked_from),
+                        "UpdateExpression": "SET #refs = #refs - :one",
+                        "ConditionExpression": "#inc = :inc AND #refs > :zero",
+                        "ExpressionAttributeNames": {"#refs": "refs", "#inc": "inc"},
+                        "ExpressionAttributeValues": {
+                            ":one": items.n(1),
+                            ":zero": items.n(0),
+                            ":inc": items.s(info.source_incarnation),
+                        },
+                    }
+                }
+            )
+        return actions
 
     # ---------------------------------------------------------------- plumbing
 

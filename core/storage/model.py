@@ -37,6 +37,7 @@ class StreamInfo:
     created_at: float
     soft_deleted: bool = False
     forked_from: str | None = None
+    source_incarnation: str | None = None
     fork_position: int = 0
     # Inherited ranges, oldest source first; the stream's own data starts at fork_position.
     inherited: tuple[Segment, ...] = ()
@@ -57,6 +58,13 @@ class StreamInfo:
     def segments(self) -> tuple[Segment, ...]:
         """Where every position up to the tail is stored, in order."""
         return (*self.inherited, Segment(self.incarnation, self.fork_position, self.tail))
+
+    def segments_until(self, position: int) -> tuple[Segment, ...]:
+        """What a fork at `position` inherits: the non-empty parts of our segments below it."""
+        clipped = (
+            Segment(seg.incarnation, seg.start, min(seg.end, position)) for seg in self.segments()
+        )
+        return tuple(seg for seg in clipped if seg.end > seg.start)
 
     @property
     def config(self) -> StreamConfig:
@@ -82,21 +90,39 @@ class Payload:
 
 
 @dataclass(frozen=True)
+class ForkRequest:
+    source_path: str
+    anchor: int | None  # Stream-Fork-Offset as a position; None means the source's tail
+    sub_offset: int = 0  # JSON: messages past the anchor; other types: bytes
+
+
+@dataclass(frozen=True)
 class CreateSpec:
-    config: StreamConfig
+    """A PUT. For a fork, a content type or expiry left as None is inherited."""
+
+    content_type: str | None
+    ttl_seconds: int | None = None
+    expires_at: float | None = None
+    closed: bool = False
     payload: Payload = field(default_factory=Payload)
+    fork: ForkRequest | None = None
 
 
 class CreateStatus(Enum):
     CREATED = "created"
     EXISTS = "exists"  # same configuration: idempotent success
-    CONFLICT = "conflict"  # a different stream already lives at this path
+    CONFLICT = "conflict"  # a different stream (or a soft-deleted one) holds this path
+    SOURCE_NOT_FOUND = "source_not_found"
+    SOURCE_GONE = "source_gone"  # the fork source is soft-deleted
+    CONTENT_TYPE_MISMATCH = "content_type_mismatch"
+    OFFSET_BEYOND_TAIL = "offset_beyond_tail"
+    SUB_OFFSET_OVERSHOOT = "sub_offset_overshoot"
 
 
 @dataclass(frozen=True)
 class CreateOutcome:
     status: CreateStatus
-    info: StreamInfo
+    info: StreamInfo | None = None
 
 
 class Presence(Enum):

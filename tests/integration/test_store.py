@@ -9,7 +9,6 @@ import pytest
 from botocore.exceptions import ClientError
 
 from core.protocol.append import AppendIntent, Verdict
-from core.protocol.create import StreamConfig
 from core.protocol.headers import ProducerClaim
 from core.protocol.jsonmode import split_messages
 from core.runtime import Backend
@@ -27,9 +26,13 @@ TEXT = "text/plain"
 JSON = "application/json"
 
 
-def config(content_type: str = TEXT, **kwargs: Any) -> StreamConfig:
-    return StreamConfig(
-        content_type, kwargs.get("ttl"), kwargs.get("expires_at"), kwargs.get("closed", False)
+def spec(content_type: str = TEXT, payload: Payload | None = None, **kwargs: Any) -> CreateSpec:
+    return CreateSpec(
+        content_type,
+        kwargs.get("ttl"),
+        kwargs.get("expires_at"),
+        kwargs.get("closed", False),
+        payload or Payload(),
     )
 
 
@@ -61,7 +64,7 @@ def s3_keys(backend: Backend) -> list[str]:
 
 def test_inline_and_s3_chunks_read_back_byte_exact(backend: Backend) -> None:
     store = backend.store
-    store.create("s", CreateSpec(config(), Payload(b"head-")))
+    store.create("s", spec(TEXT, Payload(b"head-")))
     small = bytes(range(256)) * 2  # 512 bytes: inline
     large = bytes(range(256)) * 40  # 10 KiB: above the fixture's 1 KiB inline limit -> S3
     for body in (small, large, small):
@@ -75,7 +78,7 @@ def test_inline_and_s3_chunks_read_back_byte_exact(backend: Backend) -> None:
 
 def test_reader_never_returns_bytes_past_the_tail_it_read(backend: Backend) -> None:
     store = backend.store
-    store.create("s", CreateSpec(config(), Payload(b"one")))
+    store.create("s", spec(TEXT, Payload(b"one")))
     snapshot = store.get("s")
     assert snapshot is not None
     store.append("s", *plain(b"two"))  # committed after the snapshot was taken
@@ -85,7 +88,7 @@ def test_reader_never_returns_bytes_past_the_tail_it_read(backend: Backend) -> N
 
 def test_json_reads_return_whole_messages_within_the_budget(backend: Backend) -> None:
     store = backend.store
-    store.create("j", CreateSpec(config(JSON), json_payload(b'[{"a": 1}, "two", [3]]')))
+    store.create("j", spec(JSON, json_payload(b'[{"a": 1}, "two", [3]]')))
     store.append("j", AppendIntent(JSON, True, False), json_payload(b'{"b" : 2}'))
     info = store.get("j")
     assert info is not None
@@ -100,7 +103,7 @@ def test_json_reads_return_whole_messages_within_the_budget(backend: Backend) ->
 def test_large_json_batches_keep_their_message_index_in_s3(backend: Backend) -> None:
     store = backend.store
     body = b"[" + b",".join(b"%d" % i for i in range(20000)) + b"]"
-    store.create("j", CreateSpec(config(JSON), json_payload(body)))
+    store.create("j", spec(JSON, json_payload(body)))
     info = store.get("j")
     assert info is not None
     messages: list[bytes] = []
@@ -118,7 +121,7 @@ def test_lost_race_retries_and_reuses_its_s3_object(backend: Backend, monkeypatc
     """A competing commit between our read and our commit: we re-read, re-decide and commit
     once; the large body uploaded before the first attempt is reused, not duplicated."""
     store = backend.store
-    store.create("s", CreateSpec(config()))
+    store.create("s", spec())
     rival = DynamoStore(
         backend.dynamodb,
         backend.s3,
@@ -146,7 +149,7 @@ def test_lost_race_retries_and_reuses_its_s3_object(backend: Backend, monkeypatc
 
 def test_producer_commit_is_atomic_with_data_and_deduplicates(backend: Backend) -> None:
     store = backend.store
-    store.create("p", CreateSpec(config()))
+    store.create("p", spec())
     claim = ProducerClaim("w", 0, 0)
     first = store.append("p", AppendIntent(TEXT, True, False, producer=claim), Payload(b"a"))
     retry = store.append("p", AppendIntent(TEXT, True, False, producer=claim), Payload(b"a"))
@@ -161,7 +164,7 @@ def test_producer_commit_is_atomic_with_data_and_deduplicates(backend: Backend) 
 
 def test_delete_and_recreate_starts_a_fresh_incarnation(backend: Backend) -> None:
     store = backend.store
-    store.create("r", CreateSpec(config(), Payload(b"old")))
+    store.create("r", spec(TEXT, Payload(b"old")))
     store.append(
         "r", AppendIntent(TEXT, True, False, producer=ProducerClaim("w", 3, 0)), Payload(b"x")
     )
@@ -169,7 +172,7 @@ def test_delete_and_recreate_starts_a_fresh_incarnation(backend: Backend) -> Non
     assert store.delete("r") is Presence.FOUND
     assert store.get("r") is None
     assert store.delete("r") is Presence.NOT_FOUND
-    created = store.create("r", CreateSpec(config(), Payload(b"new")))
+    created = store.create("r", spec(TEXT, Payload(b"new")))
     assert created.status is CreateStatus.CREATED
     assert created.info.incarnation != old.incarnation  # type: ignore[union-attr]
     assert read_all(store, "r") == b"new"
@@ -187,7 +190,7 @@ def test_delete_and_recreate_starts_a_fresh_incarnation(backend: Backend) -> Non
 
 def test_closure_is_monotonic_and_keeps_the_closing_producer(backend: Backend) -> None:
     store = backend.store
-    store.create("c", CreateSpec(config()))
+    store.create("c", spec())
     closer = ProducerClaim("w", 0, 0)
     store.append("c", AppendIntent(TEXT, True, True, producer=closer), Payload(b"end"))
     again = store.append("c", *plain(b"", close=True))
@@ -201,12 +204,10 @@ def test_closure_is_monotonic_and_keeps_the_closing_producer(backend: Backend) -
 
 def test_create_is_idempotent_and_detects_conflicts(backend: Backend) -> None:
     store = backend.store
-    assert store.create("i", CreateSpec(config(ttl=60))).status is CreateStatus.CREATED
-    assert store.create("i", CreateSpec(config(ttl=60))).status is CreateStatus.EXISTS
-    assert store.create("i", CreateSpec(config(ttl=61))).status is CreateStatus.CONFLICT
-    assert store.create("i", CreateSpec(config(closed=True, ttl=60))).status is (
-        CreateStatus.CONFLICT
-    )
+    assert store.create("i", spec(ttl=60)).status is CreateStatus.CREATED
+    assert store.create("i", spec(ttl=60)).status is CreateStatus.EXISTS
+    assert store.create("i", spec(ttl=61)).status is CreateStatus.CONFLICT
+    assert store.create("i", spec(closed=True, ttl=60)).status is (CreateStatus.CONFLICT)
 
 
 class FakeClock:
@@ -231,7 +232,7 @@ def test_ttl_expiry_and_sliding_renewal_without_a_write_per_read(backend: Backen
     backend.dynamodb.meta.events.register(
         "before-call.dynamodb.UpdateItem", lambda **kw: calls.append("update")
     )
-    store.create("t", CreateSpec(config(ttl=100)))
+    store.create("t", spec(ttl=100))
     clock.now += 5  # within 10% of the TTL: reads do not write
     store.renew(store.get("t"))  # type: ignore[arg-type]
     assert calls == []
@@ -245,7 +246,7 @@ def test_ttl_expiry_and_sliding_renewal_without_a_write_per_read(backend: Backen
     appended = store.append("t", *plain(b"x"))
     assert appended.presence is Presence.NOT_FOUND
     # An expired path can be created again; the old incarnation is retired.
-    assert store.create("t", CreateSpec(config())).status is CreateStatus.CREATED
+    assert store.create("t", spec()).status is CreateStatus.CREATED
 
 
 def test_renewal_never_resurrects_an_expired_stream(backend: Backend) -> None:
@@ -253,7 +254,7 @@ def test_renewal_never_resurrects_an_expired_stream(backend: Backend) -> None:
     store = DynamoStore(
         backend.dynamodb, backend.s3, backend.settings.table, backend.settings.bucket, clock=clock
     )
-    store.create("t", CreateSpec(config(ttl=10)))
+    store.create("t", spec(ttl=10))
     info = store.get("t")
     clock.now += 11
     store.renew(info)  # type: ignore[arg-type]
