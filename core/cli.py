@@ -59,6 +59,23 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gc(args: argparse.Namespace) -> int:
+    import json
+
+    from .runtime import build_backend
+    from .storage import Collector
+
+    overrides: dict[str, object] = {}
+    if args.table:
+        overrides["table"] = args.table
+    if args.bucket:
+        overrides["bucket"] = args.bucket
+    backend = build_backend(Settings(**overrides))  # type: ignore[arg-type]
+    report = Collector(backend.store, orphan_grace_seconds=args.orphan_grace).run()
+    print(json.dumps(report.as_dict()))
+    return 0
+
+
 _ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_DYNAMODB")
 
 
@@ -84,6 +101,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--bucket", help="S3 bucket (default: DS_BUCKET)")
     serve.add_argument("--log-level", default="warning")
     serve.set_defaults(handler=_serve)
+
+    gc = commands.add_parser(
+        "gc",
+        help="remove data of deleted and expired streams (real AWS or AWS_ENDPOINT_URL*)",
+    )
+    gc.add_argument("--table", help="DynamoDB table (default: DS_TABLE)")
+    gc.add_argument("--bucket", help="S3 bucket (default: DS_BUCKET)")
+    gc.add_argument(
+        "--orphan-grace",
+        type=float,
+        default=3600.0,
+        help="seconds before an unreferenced upload counts as orphaned (default 3600)",
+    )
+    gc.set_defaults(handler=_gc)
     return parser
 
 

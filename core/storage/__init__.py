@@ -2,6 +2,7 @@
 
 from .base import StreamStore
 from .dynamo import DynamoStore
+from .gc import CollectionReport, Collector
 from .model import (
     AppendOutcome,
     CreateOutcome,
@@ -18,6 +19,8 @@ from .model import (
 
 __all__ = [
     "AppendOutcome",
+    "CollectionReport",
+    "Collector",
     "CreateOutcome",
     "CreateSpec",
     "CreateStatus",

@@ -638,6 +638,20 @@ class DynamoStore:
             return Presence.FOUND
         raise StoreUnavailable("delete kept losing races")
 
+    def finish_lifecycle(self, info: StreamInfo) -> bool:
+        """For the collector: reap an expired stream nobody touched, or finish a cascade that
+        was interrupted (soft-deleted, no forks left). True when something was done."""
+        try:
+            if info.soft_deleted and info.ref_count == 0:
+                self._hard_delete(info)
+                return True
+            if not info.soft_deleted and info.is_expired(self.clock()):
+                self._reap(info)
+                return True
+        except _Conflict:
+            pass  # it changed under us; the next run looks again
+        return False
+
     def _reap(self, info: StreamInfo) -> None:
         """Finish an expired stream: gone if nothing forks it, else soft-deleted for its forks."""
         if info.ref_count > 0:

@@ -1,0 +1,191 @@
+"""The garbage collector: removes data nobody can read any more. Safe at any time, alongside
+traffic, and concurrently with itself.
+
+Why it is safe: an incarnation is retired (a `gc#` marker written) only in the same transaction
+that hard-deletes its stream item, and only when no fork references it; forks hold a reference
+on their source until they are hard-deleted themselves, so no reader can reach a retired
+incarnation's chunks. S3 objects that no chunk item names (uploads whose commit failed) are
+removed only after a grace period far longer than any commit can take.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from . import _items as items
+from .dynamo import DynamoStore
+
+DEFAULT_ORPHAN_GRACE_SECONDS = 3600.0
+_DATA_PREFIX = "data/"
+
+
+@dataclass
+class CollectionReport:
+    streams_reaped: int = 0  # expired or soft-deleted-and-unreferenced streams finished
+    incarnations_removed: int = 0
+    items_deleted: int = 0
+    objects_deleted: int = 0
+    orphans_deleted: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class Collector:
+    def __init__(
+        self,
+        store: DynamoStore,
+        orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.dynamodb = store.dynamodb
+        self.s3 = store.s3
+        self.table = store.table
+        self.bucket = store.bucket
+        self.orphan_grace_seconds = orphan_grace_seconds
+        self.clock = clock
+
+    def run(self) -> CollectionReport:
+        report = CollectionReport()
+        report.streams_reaped = self._finish_lifecycles()
+        for incarnation, path in self._retired():
+            self._remove_incarnation(incarnation, path, report)
+        self._remove_orphans(report)
+        return report
+
+    # -------------------------------------------------------------- stream lifecycles
+
+    def _finish_lifecycles(self) -> int:
+        """Expired streams nobody touched, and cascades a crash interrupted."""
+        finished = 0
+        scan: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": "sk = :meta AND (attribute_exists(#del) OR attribute_exists(#ttl)"
+            " OR attribute_exists(#exp))",
+            "ExpressionAttributeNames": {"#del": "del", "#ttl": "ttl", "#exp": "exp"},
+            "ExpressionAttributeValues": {":meta": items.s(items.META)},
+        }
+        for item in self._pages(self.dynamodb.scan, scan):
+            path = item["pk"]["S"][2:]
+            if self.store.finish_lifecycle(items.decode_stream(path, item)):
+                finished += 1
+        return finished
+
+    # -------------------------------------------------------------- retired incarnations
+
+    def _retired(self) -> Iterator[tuple[str, str]]:
+        for shard in range(items.RETIRE_SHARDS):
+            query = {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :pk",
+                "ExpressionAttributeValues": {":pk": items.s(f"gc#{shard:02d}")},
+            }
+            for item in self._pages(self.dynamodb.query, query):
+                yield item["sk"]["S"], item["path"]["S"]
+
+    def _remove_incarnation(self, incarnation: str, path: str, report: CollectionReport) -> None:
+        chunk_keys = [
+            {"pk": item["pk"], "sk": item["sk"]}
+            for item in self._pages(
+                self.dynamodb.query,
+                {
+                    "TableName": self.table,
+                    "KeyConditionExpression": "pk = :pk",
+                    "ExpressionAttributeValues": {
+                        ":pk": items.s(items.chunk_partition(incarnation))
+                    },
+                    "ProjectionExpression": "pk, sk",
+                },
+            )
+        ]
+        producer_keys = [
+            {"pk": item["pk"], "sk": item["sk"]}
+            for item in self._pages(
+                self.dynamodb.query,
+                {
+                    "TableName": self.table,
+                    "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+                    "FilterExpression": "#inc = :inc",
+                    "ExpressionAttributeNames": {"#inc": "inc"},
+                    "ExpressionAttributeValues": {
+                        ":pk": items.s(f"s#{path}"),
+                        ":p": items.s("p#"),
+                        ":inc": items.s(incarnation),
+                    },
+                },
+            )
+        ]
+        # Objects first, then the items that name them, then the marker: an interrupted run
+        # leaves the marker, and the next run finishes the job.
+        keys = [o["Key"] for o in self._objects(f"{_DATA_PREFIX}{incarnation}/")]
+        report.objects_deleted += self._delete_objects(keys)
+        report.items_deleted += self._delete_items(chunk_keys + producer_keys)
+        self._delete_items([items.retire_key(incarnation)])
+        report.incarnations_removed += 1
+
+    # -------------------------------------------------------------- orphaned uploads
+
+    def _remove_orphans(self, report: CollectionReport) -> None:
+        cutoff = self.clock() - self.orphan_grace_seconds
+        by_incarnation: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for obj in self._objects(_DATA_PREFIX):
+            incarnation = obj["Key"][len(_DATA_PREFIX) :].split("/", 1)[0]
+            by_incarnation[incarnation].append(obj)
+        for incarnation, objects in by_incarnation.items():
+            old = [o for o in objects if o["LastModified"].timestamp() < cutoff]
+            if not old:
+                continue
+            named = self._named_objects(incarnation)
+            orphans = [o["Key"] for o in old if o["Key"] not in named]
+            report.orphans_deleted += self._delete_objects(orphans)
+
+    def _named_objects(self, incarnation: str) -> set[str]:
+        query = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": items.s(items.chunk_partition(incarnation))},
+        }
+        named: set[str] = set()
+        for item in self._pages(self.dynamodb.query, query):
+            for attribute in ("k", "mk"):
+                if attribute in item:
+                    named.add(item[attribute]["S"])
+        return named
+
+    # -------------------------------------------------------------- plumbing
+
+    def _pages(self, operation: Callable[..., Any], request: dict[str, Any]) -> Iterator[Any]:
+        request = dict(request)
+        while True:
+            response = operation(**request)
+            yield from response.get("Items", [])
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return
+            request["ExclusiveStartKey"] = last
+
+    def _objects(self, prefix: str) -> Iterator[dict[str, Any]]:
+        paginator = self.s3.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+            yield from page.get("Contents", [])
+
+    def _delete_objects(self, keys: list[str]) -> int:
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": key} for key in keys[start : start + 1000]]
+            self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+        return len(keys)
+
+    def _delete_items(self, keys: list[dict[str, Any]]) -> int:
+        for start in range(0, len(keys), 25):
+            requests = {
+                self.table: [{"DeleteRequest": {"Key": key}} for key in keys[start : start + 25]]
+            }
+            while requests:
+                response = self.dynamodb.batch_write_item(RequestItems=requests)
+                requests = response.get("UnprocessedItems") or {}
+        return len(keys)

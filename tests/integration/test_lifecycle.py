@@ -1,0 +1,287 @@
+"""Forks, reference counts, soft delete, expiry, cascade and the collector, on the emulator.
+
+Every test checks the invariant that matters: a live stream's `refs` equals the number of
+stream items that name it (path and incarnation) as their source, and the collector never
+removes anything a live stream or fork can still read.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from core.protocol.append import AppendIntent, Verdict
+from core.runtime import Backend
+from core.storage import (
+    Collector,
+    CreateSpec,
+    CreateStatus,
+    DynamoStore,
+    ForkRequest,
+    Payload,
+    Presence,
+)
+from core.storage import _items as items
+
+TEXT = "text/plain"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_900_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_store(backend: Backend, clock: FakeClock | None = None) -> DynamoStore:
+    return DynamoStore(
+        backend.dynamodb,
+        backend.s3,
+        backend.settings.table,
+        backend.settings.bucket,
+        inline_max_bytes=8,  # most test bodies go to S3, so object cleanup is exercised
+        **({"clock": clock} if clock else {}),
+    )
+
+
+def create(store: DynamoStore, path: str, body: bytes = b"", **kwargs: Any) -> CreateStatus:
+    spec = CreateSpec(kwargs.pop("content_type", TEXT), payload=Payload(body), **kwargs)
+    return store.create(path, spec).status
+
+
+def fork(store: DynamoStore, path: str, source: str, **kwargs: Any) -> CreateStatus:
+    request = ForkRequest(source, kwargs.pop("anchor", None), kwargs.pop("sub_offset", 0))
+    content_type = kwargs.pop("content_type", None)
+    return store.create(path, CreateSpec(content_type, fork=request, **kwargs)).status
+
+
+def read(store: DynamoStore, path: str) -> bytes:
+    info = store.get(path)
+    assert info is not None and not info.soft_deleted
+    return store.read(info, 0, 1 << 20).data
+
+
+def stream_items(backend: Backend) -> dict[str, dict[str, Any]]:
+    response = backend.dynamodb.scan(TableName=backend.settings.table)
+    return {
+        item["pk"]["S"][2:]: item
+        for item in response["Items"]
+        if item["pk"]["S"].startswith("s#") and item["sk"]["S"] == items.META
+    }
+
+
+def assert_reference_counts_exact(backend: Backend) -> None:
+    streams = stream_items(backend)
+    for path, item in streams.items():
+        referencing = [
+            other
+            for other in streams.values()
+            if other.get("src", {}).get("S") == path
+            and other.get("srci", {}).get("S") == item["inc"]["S"]
+        ]
+        assert int(item["refs"]["N"]) == len(referencing), f"refs of {path}"
+        if item.get("del", {}).get("BOOL"):
+            assert referencing, f"{path} is soft-deleted with no fork left"
+
+
+def data_keys(backend: Backend) -> tuple[set[str], set[str]]:
+    """Incarnations that still have chunk items, and S3 object keys."""
+    response = backend.dynamodb.scan(TableName=backend.settings.table)
+    partitions = {i["pk"]["S"][2:] for i in response["Items"] if i["pk"]["S"].startswith("d#")}
+    listing = backend.s3.list_objects_v2(Bucket=backend.settings.bucket)
+    return partitions, {o["Key"] for o in listing.get("Contents", [])}
+
+
+def test_fork_stitches_reads_and_soft_delete_keeps_data(backend: Backend) -> None:
+    store = make_store(backend)
+    create(store, "src", b"source-data")
+    assert fork(store, "fork", "src", anchor=6) is CreateStatus.CREATED
+    store.append("fork", AppendIntent(TEXT, True, False), Payload(b"+own"))
+    store.append("src", AppendIntent(TEXT, True, False), Payload(b"+later"))
+    assert read(store, "fork") == b"source+own"
+    assert store.delete("src") is Presence.FOUND
+    assert store.get("src").soft_deleted  # type: ignore[union-attr]
+    assert store.delete("src") is Presence.GONE
+    assert create(store, "src") is CreateStatus.CONFLICT
+    assert fork(store, "other", "src") is CreateStatus.SOURCE_GONE
+    Collector(store, orphan_grace_seconds=0).run()
+    assert read(store, "fork") == b"source+own"  # the collector left the source's data
+    assert_reference_counts_exact(backend)
+    # Deleting the last fork cascades to the soft-deleted source, and the collector then
+    # removes every chunk and object of both.
+    assert store.delete("fork") is Presence.FOUND
+    assert store.get("src") is None
+    assert_reference_counts_exact(backend)
+    report = Collector(store, orphan_grace_seconds=0).run()
+    assert report.incarnations_removed == 2
+    assert data_keys(backend) == (set(), set())
+
+
+def test_failed_fork_creations_leave_counts_unchanged(backend: Backend) -> None:
+    store = make_store(backend)
+    create(store, "src", b"abc")
+    assert fork(store, "f1", "missing") is CreateStatus.SOURCE_NOT_FOUND
+    assert fork(store, "f2", "src", anchor=99) is CreateStatus.OFFSET_BEYOND_TAIL
+    assert fork(store, "f3", "src", anchor=0, sub_offset=4) is CreateStatus.SUB_OFFSET_OVERSHOOT
+    assert fork(store, "f4", "src", content_type="application/json") is (
+        CreateStatus.CONTENT_TYPE_MISMATCH
+    )
+    create(store, "taken", content_type="application/json")
+    assert fork(store, "taken", "src") is CreateStatus.CONFLICT
+    assert fork(store, "ok", "src", anchor=0, sub_offset=2) is CreateStatus.CREATED
+    assert fork(store, "ok", "src", anchor=0, sub_offset=2) is CreateStatus.EXISTS
+    assert fork(store, "ok", "src", anchor=0, sub_offset=3) is CreateStatus.CONFLICT
+    assert_reference_counts_exact(backend)
+    assert store.get("src").ref_count == 1  # type: ignore[union-attr]
+
+
+def test_source_expiring_under_a_fork_is_soft_deleted_and_kept(backend: Backend) -> None:
+    clock = FakeClock()
+    store = make_store(backend, clock)
+    create(store, "src", b"inherited", ttl_seconds=10)
+    fork(store, "fork", "src", ttl_seconds=100)
+    clock.now += 11
+    expired = store.get("src")
+    assert expired is not None and expired.soft_deleted
+    assert create(store, "src") is CreateStatus.CONFLICT  # refused while forks read it
+    Collector(store, orphan_grace_seconds=0, clock=clock).run()
+    assert read(store, "fork") == b"inherited"
+    clock.now += 100  # the fork expires too: the collector reaps it and cascades
+    Collector(store, orphan_grace_seconds=0, clock=clock).run()
+    assert stream_items(backend) == {}
+    assert Collector(store, orphan_grace_seconds=0, clock=clock).run().incarnations_removed == 0
+    assert data_keys(backend) == (set(), set())
+
+
+def test_expired_fork_releases_its_reference(backend: Backend) -> None:
+    clock = FakeClock()
+    store = make_store(backend, clock)
+    create(store, "src", b"x")
+    fork(store, "fork", "src", ttl_seconds=5)
+    clock.now += 6
+    assert store.get("fork") is None  # reaped on sight
+    assert store.get("src").ref_count == 0  # type: ignore[union-attr]
+    assert store.delete("src") is Presence.FOUND
+    assert store.get("src") is None  # a hard delete: nothing references it
+
+
+def test_three_level_cascade(backend: Backend) -> None:
+    store = make_store(backend)
+    create(store, "l0", b"A")
+    fork(store, "l1", "l0")
+    store.append("l1", AppendIntent(TEXT, True, False), Payload(b"B"))
+    fork(store, "l2", "l1")
+    store.append("l2", AppendIntent(TEXT, True, False), Payload(b"C"))
+    store.delete("l0")
+    store.delete("l1")
+    assert read(store, "l2") == b"ABC"
+    assert store.delete("l2") is Presence.FOUND
+    assert stream_items(backend) == {}
+    Collector(store, orphan_grace_seconds=0).run()
+    assert data_keys(backend) == (set(), set())
+
+
+def test_orphaned_upload_is_removed_but_committed_objects_stay(backend: Backend) -> None:
+    store = make_store(backend)
+    create(store, "s", b"committed-object")
+    info = store.get("s")
+    assert info is not None
+    orphan = f"data/{info.incarnation}/failed-commit"
+    backend.s3.put_object(Bucket=backend.settings.bucket, Key=orphan, Body=b"never committed")
+    # Within the grace period nothing is touched: the upload may still be committing.
+    assert Collector(store).run().orphans_deleted == 0
+    report = Collector(store, orphan_grace_seconds=0).run()
+    assert report.orphans_deleted == 1
+    assert read(store, "s") == b"committed-object"
+    _, objects = data_keys(backend)
+    assert orphan not in objects and len(objects) == 1
+
+
+def race(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any, Any]:
+    """Run two calls at the same moment from two threads; return both results."""
+    barrier = threading.Barrier(2)
+    results: list[Any] = [None, None]
+
+    def run(index: int, call: Callable[[], Any]) -> None:
+        barrier.wait()
+        results[index] = call()
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate((first, second))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results[0], results[1]
+
+
+def test_fork_creation_racing_source_deletion(backend: Backend) -> None:
+    """Whichever commits first wins; the loser re-reads. Never a fork of a deleted source,
+    never a source deleted under a fork, never a leaked or missing reference."""
+    store = make_store(backend)
+    for round_number in range(15):
+        source, target = f"src{round_number}", f"fork{round_number}"
+        create(store, source, b"data")
+        forked, deleted = race(
+            lambda s=source, t=target: fork(store, t, s), lambda s=source: store.delete(s)
+        )
+        assert deleted is Presence.FOUND
+        if forked is CreateStatus.CREATED:
+            assert store.get(source).soft_deleted  # type: ignore[union-attr]
+            assert read(store, target) == b"data"
+        else:
+            assert forked in {CreateStatus.SOURCE_NOT_FOUND, CreateStatus.SOURCE_GONE}
+            assert store.get(source) is None and store.get(target) is None
+        assert_reference_counts_exact(backend)
+
+
+def test_delete_racing_append_never_resurrects_the_stream(backend: Backend) -> None:
+    store = make_store(backend)
+    for round_number in range(15):
+        path = f"race{round_number}"
+        create(store, path)
+        appended, deleted = race(
+            lambda p=path: store.append(
+                p, AppendIntent(TEXT, True, False), Payload(b"payload-bytes")
+            ),
+            lambda p=path: store.delete(p),
+        )
+        assert deleted is Presence.FOUND
+        assert appended.presence is Presence.NOT_FOUND or (
+            appended.decision.verdict is Verdict.COMMIT
+        )
+        assert store.get(path) is None, "an append must never recreate a deleted stream"
+    Collector(store, orphan_grace_seconds=0).run()
+    assert data_keys(backend) == (set(), set())
+
+
+def test_random_lifecycles_keep_reference_counts_exact(backend: Backend) -> None:
+    clock = FakeClock()
+    store = make_store(backend, clock)
+    rng = random.Random(11)
+    paths = [f"p{i}" for i in range(6)]
+    for _ in range(150):
+        action = rng.choice(["create", "fork", "fork", "delete", "append", "tick", "gc"])
+        path = rng.choice(paths)
+        if action == "create":
+            create(store, path, b"seed", ttl_seconds=rng.choice([None, 30]))
+        elif action == "fork":
+            source = rng.choice(paths)
+            if source != path:
+                fork(store, path, source, ttl_seconds=rng.choice([None, 20]))
+        elif action == "delete":
+            store.delete(path)
+        elif action == "append":
+            store.append(path, AppendIntent(TEXT, True, False), Payload(b"more-bytes"))
+        elif action == "tick":
+            clock.now += rng.choice([1, 10, 25])
+        else:
+            Collector(store, orphan_grace_seconds=0, clock=clock).run()
+        assert_reference_counts_exact(backend)
+        for candidate in paths:
+            info = store.get(candidate)
+            if info is not None and not info.soft_deleted:
+                data = store.read(info, 0, 1 << 20).data
+                assert len(data) == info.tail  # every readable byte is still there
