@@ -10,19 +10,25 @@ from starlette.responses import Response
 
 from .config import Settings
 from .http import responses
-from .http.middleware import SecurityHeaders
+from .http.middleware import AccessLog, SecurityHeaders
 from .http.streams import StreamEndpoints, validate_path
 from .http.wakeups import Wakeups
 from .protocol.errors import ProtocolError
 from .storage import StoreUnavailable, StreamStore
+from .telemetry import Telemetry
 
 logger = logging.getLogger("dsaws")
 _METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"]
 
 
-def create_app(settings: Settings, store: StreamStore) -> FastAPI:
+def create_app(
+    settings: Settings,
+    store: StreamStore,
+    telemetry: Telemetry | None = None,
+    access_log: logging.Logger | None = None,
+) -> FastAPI:
     app = FastAPI(title="Durable Streams on AWS", docs_url=None, redoc_url=None)
-    endpoints = StreamEndpoints(settings, store, Wakeups())
+    endpoints = StreamEndpoints(settings, store, Wakeups(), telemetry)
     app.state.endpoints = endpoints
 
     @app.exception_handler(ProtocolError)
@@ -73,4 +79,6 @@ def create_app(settings: Settings, store: StreamStore) -> FastAPI:
         max_age=86400,
     )
     app.add_middleware(SecurityHeaders)
+    if access_log is not None:
+        app.add_middleware(AccessLog, logger=access_log)
     return app

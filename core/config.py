@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 from pydantic import Field
@@ -28,7 +29,10 @@ class Settings(BaseSettings):
     write_deadline: float = Field(10.0, gt=0, description="seconds to win a contended write")
 
     sse_mode: Literal["stream", "window"] = Field(
-        "stream", description="stream under uvicorn; window for buffered hosts (Lambda)"
+        default_factory=lambda: (
+            "window" if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") else "stream"
+        ),
+        description="stream under uvicorn; window for buffered hosts (chosen inside Lambda)",
     )
     sse_lifetime: float = Field(60.0, gt=0, description="seconds before an SSE stream ends")
     sse_window: float | None = Field(

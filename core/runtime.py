@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,7 @@ from .config import Settings
 from .storage import DynamoStore
 from .storage.aws import AwsSettings, make_clients
 from .storage.bootstrap import ensure_bucket, ensure_table
+from .telemetry import Telemetry
 
 EMULATOR_REGION = "us-east-1"
 
@@ -24,11 +26,15 @@ class Backend:
     s3: Any
     store: DynamoStore
 
-    def app(self) -> FastAPI:
-        return create_app(self.settings, self.store)
+    telemetry: Telemetry | None = None
+
+    def app(self, access_log: logging.Logger | None = None) -> FastAPI:
+        return create_app(self.settings, self.store, self.telemetry, access_log)
 
 
-def build_backend(settings: Settings, endpoint: str | None = None) -> Backend:
+def build_backend(
+    settings: Settings, endpoint: str | None = None, telemetry: Telemetry | None = None
+) -> Backend:
     """Clients for real AWS (standard credentials, `AWS_ENDPOINT_URL*` honoured by boto3), or
     for the emulator at `endpoint`."""
     if endpoint is not None:
@@ -44,8 +50,9 @@ def build_backend(settings: Settings, endpoint: str | None = None) -> Backend:
         inline_max_bytes=settings.inline_max_bytes,
         renew_fraction=settings.ttl_renew_fraction,
         write_deadline=settings.write_deadline,
+        telemetry=telemetry,
     )
-    return Backend(settings, dynamodb, s3, store)
+    return Backend(settings, dynamodb, s3, store, telemetry)
 
 
 def use_emulator_credentials() -> None:

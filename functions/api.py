@@ -1,11 +1,53 @@
-"""The API function: the FastAPI app behind Mangum, configured by `DS_` variables."""
+"""The API function: the FastAPI app behind Mangum, configured by `DS_` variables.
+
+Powertools gives structured JSON logs (with the request id), EMF metrics and, when
+`DS_TRACING=true`, X-Ray tracing. Inside Lambda the server answers SSE in bounded-window mode by
+itself (see `core.config.Settings.sse_mode`).
+"""
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 from mangum import Mangum
 
 from core.config import Settings
 from core.runtime import build_backend
+from core.telemetry import Metric
 
-_backend = build_backend(Settings())
-handler = Mangum(_backend.app(), lifespan="off")
+SERVICE = "durable-streams"
+
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace="DurableStreams", service=SERVICE)
+
+_UNITS = {Metric.BYTES_APPENDED: MetricUnit.Bytes}
+
+
+class PowertoolsTelemetry:
+    def count(self, metric: Metric, value: float = 1) -> None:
+        metrics.add_metric(
+            name=metric.value, unit=_UNITS.get(metric, MetricUnit.Count), value=value
+        )
+
+
+_backend = build_backend(Settings(), telemetry=PowertoolsTelemetry())
+_asgi = Mangum(_backend.app(access_log=logger), lifespan="off")
+
+
+def _traced(function: Any) -> Any:
+    if os.environ.get("DS_TRACING", "").lower() != "true":
+        return function
+    from aws_lambda_powertools import Tracer  # needs aws-lambda-powertools[tracer]
+
+    tracer = Tracer(service=SERVICE, patch_modules=["boto3", "botocore"])
+    return tracer.capture_lambda_handler(function)
+
+
+@_traced
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return _asgi(event, context)

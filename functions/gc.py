@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_lambda_powertools import Logger
+
 from core.config import Settings
 from core.runtime import build_backend
 from core.storage import Collector
 
+logger = Logger(service="durable-streams-gc")
 _backend = build_backend(Settings())
 
 
+@logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
-    return Collector(_backend.store).run().as_dict()
+    report = Collector(_backend.store).run().as_dict()
+    logger.info("collection finished", extra=report)
+    return report

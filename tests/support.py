@@ -21,9 +21,13 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """`dsaws serve` on the embedded emulator, in a child process, for one test module."""
+    """`dsaws serve` on the embedded emulator (or another server module given by `module`),
+    in a child process."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *args: str, env: dict[str, str] | None = None, module: str = "core.cli serve"
+    ) -> None:
+        self.module = module.split()
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.args = args
@@ -31,7 +35,7 @@ class ServerProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ServerProcess:
-        command = [sys.executable, "-m", "core.cli", "serve", "--port", str(self.port), *self.args]
+        command = [sys.executable, "-m", *self.module, "--port", str(self.port), *self.args]
         self.process = subprocess.Popen(
             command, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
@@ -39,9 +43,9 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 output = self.process.stdout.read().decode() if self.process.stdout else ""
-                raise RuntimeError(f"dsaws serve exited early:\n{output}")
+                raise RuntimeError(f"{' '.join(self.module)} exited early:\n{output}")
             try:
-                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"{self.base_url}/healthz", timeout=2).status_code == 200:
                     return self
             except httpx.HTTPError:
                 time.sleep(0.1)

@@ -42,6 +42,7 @@ from ..storage import (
     StreamInfo,
     StreamStore,
 )
+from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import responses as r
 from .live import TailWatcher
 from .sse import SsePlan, SseSessions
@@ -59,10 +60,17 @@ class ReadRequest:
 
 
 class StreamEndpoints:
-    def __init__(self, settings: Settings, store: StreamStore, wakeups: Wakeups) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: StreamStore,
+        wakeups: Wakeups,
+        telemetry: Telemetry | None = None,
+    ) -> None:
         self.settings = settings
         self.store = store
         self.wakeups = wakeups
+        self.telemetry: Telemetry = telemetry or NoTelemetry()
         self.watcher = TailWatcher(store, wakeups, settings.poll_interval)
         self.sse = SseSessions(store, self.watcher, settings.max_read_bytes, self._cursor_for)
 
@@ -149,6 +157,8 @@ class StreamEndpoints:
             return r.gone()
         if outcome.decision is not None and outcome.decision.commits:
             self.wakeups.notify(path)
+            self.telemetry.count(Metric.APPENDS)
+            self.telemetry.count(Metric.BYTES_APPENDED, len(payload))
         return r.append_response(outcome, intent)
 
     # ------------------------------------------------------------------ HEAD
@@ -186,6 +196,7 @@ class StreamEndpoints:
         if position > info.tail:
             raise bad_request("offset is past the end of the stream")
         await run_in_threadpool(self.store.renew, info)
+        self.telemetry.count(Metric.READS)
 
         if read.live == "sse":
             return await self._sse(path, info, position, read)
@@ -200,9 +211,12 @@ class StreamEndpoints:
     ) -> Response:
         latest: StreamInfo | None = info
         if info.tail <= position and not info.closed:
+            self.telemetry.count(Metric.LONG_POLL_WAITS)
             latest = await self.watcher.wait_for_change(
                 path, position, self.settings.long_poll_timeout
             )
+            if latest is not None and (latest.tail > position or latest.closed):
+                self.telemetry.count(Metric.LONG_POLL_WAKES)
             if latest is None:
                 return r.not_found()
             if latest.soft_deleted:

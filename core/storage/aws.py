@@ -49,6 +49,10 @@ def make_clients(settings: AwsSettings) -> tuple[Any, Any]:
     return dynamodb, s3
 
 
+def is_throttle_code(code: object) -> bool:
+    return code in _THROTTLING_CODES
+
+
 def error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 

@@ -21,8 +21,9 @@ from ..protocol.append import AppendIntent, WriteState, decide_append
 from ..protocol.fork import inherit_expiry
 from ..protocol.headers import DEFAULT_CONTENT_TYPE, is_json, media_type
 from ..protocol.producer import ProducerState
+from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import _items as items
-from .aws import is_condition_failure, is_unavailable
+from .aws import is_condition_failure, is_throttle_code, is_unavailable
 from .model import (
     AppendOutcome,
     CreateOutcome,
@@ -90,6 +91,7 @@ class DynamoStore:
         renew_fraction: float = 0.1,
         write_deadline: float = 10.0,
         clock: Callable[[], float] = time.time,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.dynamodb = dynamodb
         self.s3 = s3
@@ -100,6 +102,9 @@ class DynamoStore:
         self.write_deadline = write_deadline
         self.clock = clock
         self._stream_locks = _StripedLocks()
+        self.telemetry: Telemetry = telemetry or NoTelemetry()
+        for client in (dynamodb, s3):
+            client.meta.events.register("needs-retry", self._note_throttle)
 
     # ---------------------------------------------------------------- reads of metadata
 
@@ -749,11 +754,18 @@ class DynamoStore:
 
     # ---------------------------------------------------------------- plumbing
 
+    def _note_throttle(self, response: Any = None, **_: Any) -> None:
+        """botocore retries throttling itself; count each throttled attempt."""
+        if response is not None and is_throttle_code(response[1].get("Error", {}).get("Code")):
+            self.telemetry.count(Metric.AWS_THROTTLES)
+
     def _attempts(self) -> Iterator[int]:
         """Bounded retries for lost races, with a little backoff under heavy contention."""
         deadline = time.monotonic() + self.write_deadline
         attempt = 0
         while time.monotonic() < deadline:
+            if attempt:
+                self.telemetry.count(Metric.CONDITIONAL_WRITE_RETRIES)
             yield attempt
             attempt += 1
             if attempt > 3:

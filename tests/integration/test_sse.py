@@ -74,7 +74,7 @@ def test_disconnected_clients_leave_no_session_or_waiter(streaming) -> None:  # 
                         break
             # Leaving the block closed the connection while the session waited at the tail.
         assert _wait_until(lambda: endpoints.sse.active == 0), "an SSE session outlived its client"
-        assert _wait_until(lambda: not endpoints.wakeups._waiters), "a tail waiter was left behind"
+        assert _wait_until(lambda: endpoints.wakeups.pending() == 0), "a waiter was left behind"
         # The server still serves new sessions normally afterwards.
         client.post(URL, headers={"Content-Type": "text/plain"}, content=b" world")
         fresh = client.get(URL, params={"offset": "-1"})

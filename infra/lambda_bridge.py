@@ -1,0 +1,216 @@
+"""The Lambda path, locally: HTTP in, Function URL events (payload 2.0) to the real handler.
+
+Each request becomes the event a Lambda Function URL would deliver (headers lower-cased and
+comma-joined, the raw query string, a base64 body for binary content), is passed to
+`functions.api.handler` in this process, and the handler's answer is written back. The app
+runs in bounded-window SSE mode, as it does inside Lambda.
+
+    python -m infra.lambda_bridge --port 4438 [--long-poll-timeout 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+_TEXT_TYPES = ("text/", "application/json", "application/x-www-form-urlencoded")
+
+
+class LambdaContext:
+    """The attributes Powertools and Mangum read from a Lambda context."""
+
+    def __init__(self, timeout_seconds: float = 30.0) -> None:
+        self.aws_request_id = str(uuid.uuid4())
+        self.function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "dsaws-bridge")
+        self.function_version = "$LATEST"
+        self.memory_limit_in_mb = 512
+        self.invoked_function_arn = (
+            f"arn:aws:lambda:us-east-1:000000000000:function:{self.function_name}"
+        )
+        self._deadline = time.monotonic() + timeout_seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def function_url_event(
+    method: str, target: str, headers: list[tuple[str, str]], body: bytes, source_ip: str
+) -> dict[str, Any]:
+    split = urlsplit(target)
+    joined: dict[str, str] = {}
+    cookies: list[str] = []
+    for name, value in headers:
+        key = name.lower()
+        if key == "cookie":
+            cookies.extend(part.strip() for part in value.split(";") if part.strip())
+            continue
+        joined[key] = f"{joined[key]},{value}" if key in joined else value
+    query: dict[str, str] = {}
+    for key, value in parse_qsl(split.query, keep_blank_values=True):
+        query[key] = f"{query[key]},{value}" if key in query else value
+    content_type = joined.get("content-type", "")
+    is_text = content_type.startswith(_TEXT_TYPES)
+    now = time.time()
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": split.path,
+        "rawQueryString": split.query,
+        "headers": joined,
+        "requestContext": {
+            "accountId": "anonymous",
+            "apiId": "bridge",
+            "domainName": joined.get("host", "localhost"),
+            "domainPrefix": "bridge",
+            "http": {
+                "method": method,
+                "path": split.path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": source_ip,
+                "userAgent": joined.get("user-agent", ""),
+            },
+            "requestId": str(uuid.uuid4()),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+            "timeEpoch": int(now * 1000),
+        },
+        "isBase64Encoded": bool(body) and not is_text,
+    }
+    if cookies:
+        event["cookies"] = cookies
+    if query:
+        event["queryStringParameters"] = query
+    if body:
+        event["body"] = body.decode("utf-8") if is_text else base64.b64encode(body).decode()
+    return event
+
+
+def make_request_handler(handler: Handler) -> type[BaseHTTPRequestHandler]:
+    class BridgeRequestHandler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _body(self) -> bytes:
+            if self.headers.get("transfer-encoding", "").lower() == "chunked":
+                pieces = []
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                    if size == 0:
+                        self.rfile.readline()
+                        return b"".join(pieces)
+                    pieces.append(self.rfile.read(size))
+                    self.rfile.readline()
+            length = int(self.headers.get("content-length") or 0)
+            return self.rfile.read(length) if length else b""
+
+        def _invoke(self) -> None:
+            body = self._body()
+            headers = [(k, v) for k, v in self.headers.items() if k.lower() != "transfer-encoding"]
+            event = function_url_event(
+                self.command, self.path, headers, body, self.client_address[0]
+            )
+            # Mangum runs the app on the thread's event loop, as Lambda runs one per process.
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            try:
+                result = handler(event, LambdaContext())
+            finally:
+                loop.close()
+                asyncio.set_event_loop(None)
+            payload = result.get("body") or ""
+            data = (
+                base64.b64decode(payload)
+                if result.get("isBase64Encoded")
+                else payload.encode("utf-8")
+            )
+            self.send_response(int(result.get("statusCode", 200)))
+            for name, value in (result.get("headers") or {}).items():
+                if name.lower() not in {"content-length", "transfer-encoding", "connection"}:
+                    self.send_header(name, value)
+            for cookie in result.get("cookies") or []:
+                self.send_header("set-cookie", cookie)
+            # Event streams go out chunked, the way a front door relays them; everything else
+            # with its length.
+            chunked = (
+                (result.get("headers") or {})
+                .get("content-type", "")
+                .startswith("text/event-stream")
+            )
+            if chunked:
+                self.send_header("transfer-encoding", "chunked")
+            else:
+                self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            if self.command == "HEAD":
+                return
+            if chunked:
+                if data:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.write(b"0\r\n\r\n")
+            else:
+                self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_OPTIONS = do_PATCH = _invoke
+
+    return BridgeRequestHandler
+
+
+def serve(handler: Handler, host: str, port: int) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer((host, port), make_request_handler(handler))
+    server.daemon_threads = True
+    return server
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=4438)
+    parser.add_argument("--long-poll-timeout", type=float, default=1.0)
+    args = parser.parse_args(argv)
+
+    from core.config import Settings
+    from core.runtime import build_backend, ensure_resources, use_emulator_credentials
+    from infra.emulator import Emulator
+
+    use_emulator_credentials()
+    emulator = Emulator().start()
+    os.environ.update(
+        {
+            "AWS_ENDPOINT_URL": emulator.endpoint,
+            "AWS_LAMBDA_FUNCTION_NAME": "dsaws-bridge",
+            "DS_LONG_POLL_TIMEOUT": str(args.long_poll_timeout),
+            "POWERTOOLS_METRICS_NAMESPACE": "DurableStreams",
+            "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+        }
+    )
+    ensure_resources(build_backend(Settings(), endpoint=emulator.endpoint))
+    from functions.api import handler
+
+    server = serve(handler, args.host, args.port)
+    print(
+        f"lambda bridge: http://{args.host}:{args.port}/v1/stream/ -> functions.api.handler",
+        flush=True,
+    )
+    try:
+        server.serve_forever()
+    finally:
+        emulator.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""The SAM template: what cfn-lint and `sam validate --lint` check, what they miss, and a
+`sam build` whose artifact imports on its own and answers a Function URL event."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import venv
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from core.config import Settings
+from core.runtime import build_backend, ensure_resources
+from infra.emulator import Emulator
+from infra.lambda_bridge import function_url_event
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+TEMPLATE = ROOT / "template.yaml"
+TOOLS = Path.home() / ".cache" / "durable-streams-aws" / "tools"
+PSEUDO_PARAMETERS = {
+    "AWS::AccountId",
+    "AWS::Region",
+    "AWS::StackName",
+    "AWS::StackId",
+    "AWS::Partition",
+    "AWS::URLSuffix",
+    "AWS::NoValue",
+    "AWS::NotificationARNs",
+}
+LAMBDA_RUNTIMES = {"python3.11", "python3.12", "python3.13"}
+DATA_ACTION_PREFIXES = ("dynamodb:", "s3:")
+
+
+class _CfnLoader(yaml.SafeLoader):
+    pass
+
+
+def _tag(loader: _CfnLoader, suffix: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        value: Any = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    return {f"!{suffix}": value}
+
+
+_CfnLoader.add_multi_constructor("!", _tag)
+
+
+def load_template() -> dict[str, Any]:
+    return yaml.load(TEMPLATE.read_text(), Loader=_CfnLoader)
+
+
+def _walk(node: Any) -> Any:
+    yield node
+    if isinstance(node, dict):
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+def _implicit_names(resources: dict[str, Any]) -> set[str]:
+    """Resources SAM generates, such as <Function>Url and <Function>Role."""
+    generated = set()
+    for name, resource in resources.items():
+        if resource["Type"] == "AWS::Serverless::Function":
+            generated |= {f"{name}Role", f"{name}Url"}
+    return generated
+
+
+def test_every_reference_resolves() -> None:
+    template = load_template()
+    resources = template["Resources"]
+    known = set(resources) | set(template.get("Parameters", {})) | PSEUDO_PARAMETERS
+    known |= _implicit_names(resources)
+    for node in _walk(template):
+        if not isinstance(node, dict):
+            continue
+        if "!Ref" in node:
+            assert node["!Ref"] in known, f"!Ref {node['!Ref']}"
+        if "!GetAtt" in node:
+            target = node["!GetAtt"]
+            name = target.split(".")[0] if isinstance(target, str) else target[0]
+            assert name in known, f"!GetAtt {target}"
+        if "!Sub" in node:
+            text = node["!Sub"] if isinstance(node["!Sub"], str) else node["!Sub"][0]
+            for variable in re.findall(r"\$\{([^}!]+)\}", text):
+                assert variable.split(".")[0] in known, f"!Sub ${{{variable}}}"
+
+
+def test_runtimes_are_real_and_handlers_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    template = load_template()
+    runtime = template["Globals"]["Function"]["Runtime"]
+    assert runtime in LAMBDA_RUNTIMES
+    functions = [
+        r for r in template["Resources"].values() if r["Type"] == "AWS::Serverless::Function"
+    ]
+    assert len(functions) == 2
+    for function in functions:
+        module_name, attribute = function["Properties"]["Handler"].rsplit(".", 1)
+        handler = getattr(importlib.import_module(module_name), attribute)
+        assert callable(handler)
+
+
+def test_policies_grant_no_wildcard_actions_on_data() -> None:
+    template = load_template()
+    for name, resource in template["Resources"].items():
+        for policy in resource.get("Properties", {}).get("Policies", []) or []:
+            for statement in policy.get("Statement", []):
+                actions = statement["Action"]
+                actions = [actions] if isinstance(actions, str) else actions
+                for action in actions:
+                    assert "*" not in action, f"{name} grants {action}"
+                    assert action.startswith(DATA_ACTION_PREFIXES), f"{name}: {action}"
+                assert statement["Resource"] != "*", f"{name} grants on every resource"
+
+
+def _tools() -> Path:
+    """cfn-lint and aws-sam-cli in a virtual environment of their own (sam pins its boto3)."""
+    binaries = TOOLS / "bin"
+    if not (binaries / "sam").exists() or not (binaries / "cfn-lint").exists():
+        venv.create(TOOLS, with_pip=True)
+        subprocess.run(
+            [
+                str(binaries / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "aws-sam-cli",
+                "cfn-lint",
+            ],
+            check=True,
+        )
+    return binaries
+
+
+def _run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1"}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, **kwargs)
+
+
+def test_cfn_lint_and_sam_validate_pass() -> None:
+    tools = _tools()
+    lint = _run([str(tools / "cfn-lint"), str(TEMPLATE)])
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    validate = _run([str(tools / "sam"), "validate", "--lint", "--template", str(TEMPLATE)])
+    assert validate.returncode == 0, validate.stdout + validate.stderr
+
+
+_INVOKE = """
+import json, sys, types
+from functions.api import handler
+context = types.SimpleNamespace(
+    function_name="artifact-test", function_version="$LATEST", memory_limit_in_mb=512,
+    invoked_function_arn="arn:aws:lambda:us-east-1:000000000000:function:artifact-test",
+    aws_request_id="req-1", get_remaining_time_in_millis=lambda: 30000,
+)
+for event in json.loads(sys.stdin.read()):
+    print(json.dumps(handler(event, context)))
+"""
+
+
+def test_sam_build_artifact_answers_function_url_events(tmp_path: Path, emulator: Emulator) -> None:
+    tools = _tools()
+    build_dir = tmp_path / "build"
+    built = _run(
+        [
+            str(tools / "sam"),
+            "build",
+            "--template",
+            str(TEMPLATE),
+            "--build-dir",
+            str(build_dir),
+            "--parameter-overrides",
+            "Architecture=x86_64",
+        ],
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    artifact = build_dir / "ApiFunction"
+    assert not (artifact / "node_modules").exists()
+    with Emulator() as emulator:
+        settings = Settings(table="artifact", bucket="artifact-data")
+        ensure_resources(build_backend(settings, endpoint=emulator.endpoint))
+        events = [
+            function_url_event(
+                "PUT", "/v1/stream/a", [("content-type", "text/plain")], b"hello", "127.0.0.1"
+            ),
+            function_url_event("GET", "/v1/stream/a?offset=-1", [], b"", "127.0.0.1"),
+        ]
+        # -S: no site-packages, so everything must come from the artifact itself.
+        run = subprocess.run(
+            [sys.executable, "-S", "-c", _INVOKE],
+            input=json.dumps(events),
+            cwd=artifact,
+            env={
+                "PYTHONPATH": str(artifact),
+                "AWS_ENDPOINT_URL": emulator.endpoint,
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_ACCESS_KEY_ID": "test",
+                "AWS_SECRET_ACCESS_KEY": "test",
+                "AWS_LAMBDA_FUNCTION_NAME": "artifact-test",
+                "DS_TABLE": "artifact",
+                "DS_BUCKET": "artifact-data",
+                "POWERTOOLS_METRICS_NAMESPACE": "DurableStreams",
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert run.returncode == 0, run.stderr[-3000:]
+    answers = [json.loads(line) for line in run.stdout.splitlines() if '"statusCode"' in line]
+    assert [a["statusCode"] for a in answers] == [201, 200]
+    assert answers[1]["body"] == "hello"
