@@ -17,21 +17,18 @@ from pathlib import Path
 from core.config import Settings
 from core.runtime import build_backend, ensure_resources, use_emulator_credentials
 from infra.emulator import Emulator
-from infra.lambda_bridge import function_url_event
+from infra.lambda_bridge import function_url_event, lambda_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPORT_BUDGET_SECONDS = 1.0
 
 _FIRST_REQUEST = """
-import json, sys, time, types
+import json, sys, time
 started = time.perf_counter()
 from functions.api import handler
 imported = time.perf_counter()
-context = types.SimpleNamespace(
-    function_name="cold", function_version="$LATEST", memory_limit_in_mb=1024,
-    invoked_function_arn="arn:aws:lambda:us-east-1:000000000000:function:cold",
-    aws_request_id="r", get_remaining_time_in_millis=lambda: 30000,
-)
+from infra.lambda_bridge import LambdaContext
+context = LambdaContext()
 events = json.loads(sys.stdin.read())
 times = []
 for event in events:
@@ -76,15 +73,7 @@ def main() -> int:
     with Emulator() as emulator:
         settings = Settings(table="cold", bucket="cold-data")
         ensure_resources(build_backend(settings, endpoint=emulator.endpoint))
-        env = {
-            **os.environ,
-            "AWS_ENDPOINT_URL": emulator.endpoint,
-            "AWS_LAMBDA_FUNCTION_NAME": "cold",
-            "DS_TABLE": "cold",
-            "DS_BUCKET": "cold-data",
-            "POWERTOOLS_METRICS_NAMESPACE": "DurableStreams",
-            "POWERTOOLS_LOG_LEVEL": "WARNING",
-        }
+        env = {**os.environ, **lambda_environment(emulator.endpoint, "cold", "cold-data")}
         import_times, firsts, seconds = [], [], []
         heavy: list[tuple[int, str]] = []
         for run_number in range(args.runs):

@@ -44,6 +44,21 @@ class LambdaContext:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
+def lambda_environment(endpoint: str, table: str, bucket: str) -> dict[str, str]:
+    """What the API function finds in its environment, pointed at a local emulator."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "emulator"),
+        "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "emulator"),
+        "AWS_LAMBDA_FUNCTION_NAME": "dsaws-local",
+        "DS_TABLE": table,
+        "DS_BUCKET": bucket,
+        "POWERTOOLS_METRICS_NAMESPACE": "DurableStreams",
+        "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+    }
+
+
 def function_url_event(
     method: str, target: str, headers: list[tuple[str, str]], body: bytes, source_ip: str
 ) -> dict[str, Any]:
@@ -188,15 +203,9 @@ def main(argv: list[str] | None = None) -> int:
 
     use_emulator_credentials()
     emulator = Emulator().start()
-    os.environ.update(
-        {
-            "AWS_ENDPOINT_URL": emulator.endpoint,
-            "AWS_LAMBDA_FUNCTION_NAME": "dsaws-bridge",
-            "DS_LONG_POLL_TIMEOUT": str(args.long_poll_timeout),
-            "POWERTOOLS_METRICS_NAMESPACE": "DurableStreams",
-            "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
-        }
-    )
+    defaults = Settings()
+    os.environ.update(lambda_environment(emulator.endpoint, defaults.table, defaults.bucket))
+    os.environ["DS_LONG_POLL_TIMEOUT"] = str(args.long_poll_timeout)
     ensure_resources(build_backend(Settings(), endpoint=emulator.endpoint))
     from functions.api import handler
 

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,17 +34,19 @@ class ServerProcess:
         self.args = args
         self.env = {**os.environ, **(env or {})}
         self.process: subprocess.Popen[bytes] | None = None
+        # A file, not a pipe: nobody reads the server's output while it runs, and a full pipe
+        # would block the server on its next log line.
+        self.output = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop)
 
     def start(self) -> ServerProcess:
         command = [sys.executable, "-m", *self.module, "--port", str(self.port), *self.args]
         self.process = subprocess.Popen(
-            command, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            command, cwd=ROOT, env=self.env, stdout=self.output, stderr=subprocess.STDOUT
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                output = self.process.stdout.read().decode() if self.process.stdout else ""
-                raise RuntimeError(f"{' '.join(self.module)} exited early:\n{output}")
+                raise RuntimeError(f"{' '.join(self.module)} exited early:\n{self.log()}")
             try:
                 if httpx.get(f"{self.base_url}/healthz", timeout=2).status_code == 200:
                     return self
@@ -51,6 +54,10 @@ class ServerProcess:
                 time.sleep(0.1)
         self.stop()
         raise RuntimeError("dsaws serve did not come up within 30 s")
+
+    def log(self) -> str:
+        self.output.seek(0)
+        return self.output.read().decode(errors="replace")[-8000:]
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -60,6 +67,7 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.output.close()
 
     def __enter__(self) -> ServerProcess:
         return self.start()

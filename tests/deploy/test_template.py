@@ -19,7 +19,7 @@ import yaml
 from core.config import Settings
 from core.runtime import build_backend, ensure_resources
 from infra.emulator import Emulator
-from infra.lambda_bridge import function_url_event
+from infra.lambda_bridge import function_url_event, lambda_environment
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TEMPLATE = ROOT / "template.yaml"
@@ -209,14 +209,7 @@ def test_sam_build_artifact_answers_function_url_events(tmp_path: Path, emulator
             cwd=artifact,
             env={
                 "PYTHONPATH": str(artifact),
-                "AWS_ENDPOINT_URL": emulator.endpoint,
-                "AWS_DEFAULT_REGION": "us-east-1",
-                "AWS_ACCESS_KEY_ID": "test",
-                "AWS_SECRET_ACCESS_KEY": "test",
-                "AWS_LAMBDA_FUNCTION_NAME": "artifact-test",
-                "DS_TABLE": "artifact",
-                "DS_BUCKET": "artifact-data",
-                "POWERTOOLS_METRICS_NAMESPACE": "DurableStreams",
+                **lambda_environment(emulator.endpoint, "artifact", "artifact-data"),
             },
             capture_output=True,
             text=True,
