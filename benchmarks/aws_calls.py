@@ -20,6 +20,7 @@ import httpx
 
 from core.config import Settings
 from core.runtime import build_backend, ensure_resources, use_emulator_credentials
+from core.storage import CreateSpec
 from infra.emulator import Emulator
 
 REPEATS = 20
@@ -96,6 +97,10 @@ async def run() -> list[Row]:
         meter.attach(backend.dynamodb)
         meter.attach(backend.s3)
         transport = httpx.ASGITransport(app=backend.app())
+        # Streams created by another instance: this one has no memory of their tails.
+        other = build_backend(settings, endpoint=emulator.endpoint)
+        for i in range(REPEATS):
+            other.store.create(f"cold-{i}", CreateSpec("text/plain"))
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
             return await _scenarios(client, meter)
 
@@ -108,6 +113,10 @@ async def _scenarios(client: httpx.AsyncClient, meter: CallMeter) -> list[Row]:
     await client.put(f"{base}/producer", headers=text)
     await client.put(f"{base}/idle", headers=text)
     await client.put(f"{base}/long", headers=text)
+
+    async def first_append(i: int) -> None:
+        response = await client.post(f"{base}/cold-{i}", content=b"x" * 100, headers=text)
+        assert response.status_code == 204
 
     async def small_append(i: int) -> None:
         response = await client.post(f"{base}/small", content=b"x" * 100, headers=text)
@@ -133,7 +142,8 @@ async def _scenarios(client: httpx.AsyncClient, meter: CallMeter) -> list[Row]:
         assert response.status_code == 200
 
     rows = [
-        await measure(meter, "small append (100 B, inline)", 2, small_append),
+        await measure(meter, "small append, stream new to this instance", 2, first_append),
+        await measure(meter, "small append (100 B, inline), same writer", 2, small_append),
         await measure(meter, "large append (256 KiB, S3)", 3, large_append),
         await measure(meter, "catch-up read (inline data)", 2, catch_up_read),
         await measure(meter, "producer append (100 B)", 2, producer_append),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,8 @@ from botocore.exceptions import (
     ConnectionError,
     ReadTimeoutError,
 )
+
+from .model import StoreUnavailable
 
 _THROTTLING_CODES = {
     "ThrottlingException",
@@ -47,6 +50,25 @@ def make_clients(settings: AwsSettings) -> tuple[Any, Any]:
     dynamodb = session.client("dynamodb", endpoint_url=settings.dynamodb_endpoint, config=config)
     s3 = session.client("s3", endpoint_url=settings.s3_endpoint, config=config)
     return dynamodb, s3
+
+
+class Conflict(Exception):
+    """A conditional write lost a race: re-read and decide again."""
+
+
+def call(operation: Callable[..., Any], **kwargs: Any) -> Any:
+    """One AWS call, with its failures sorted: a lost race raises Conflict; throttling, 5xx and
+    transport errors that outlived botocore's retries raise StoreUnavailable."""
+    try:
+        return operation(**kwargs)
+    except ClientError as exc:
+        if is_condition_failure(exc):
+            raise Conflict() from exc
+        if is_unavailable(exc):
+            raise StoreUnavailable(str(exc)) from exc
+        raise
+    except BotoCoreError as exc:
+        raise StoreUnavailable(str(exc)) from exc
 
 
 def is_throttle_code(code: object) -> bool:

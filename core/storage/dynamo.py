@@ -12,10 +12,8 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
-
-from botocore.exceptions import BotoCoreError, ClientError
 
 from ..protocol.append import AppendIntent, WriteState, decide_append
 from ..protocol.fork import inherit_expiry
@@ -23,7 +21,9 @@ from ..protocol.headers import DEFAULT_CONTENT_TYPE, is_json, media_type
 from ..protocol.producer import ProducerState
 from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import _items as items
-from .aws import is_condition_failure, is_throttle_code, is_unavailable
+from ._chunks import DEFAULT_INLINE_MAX_BYTES, ChunkStore, StoredBody
+from ._recent import RecentWrites
+from .aws import Conflict, call, is_throttle_code
 from .model import (
     AppendOutcome,
     CreateOutcome,
@@ -33,16 +33,9 @@ from .model import (
     Payload,
     Presence,
     ReadBatch,
-    Segment,
     StoreUnavailable,
     StreamInfo,
 )
-
-# Well below DynamoDB's 400 KB item limit, leaving room for the message-length index.
-DEFAULT_INLINE_MAX_BYTES = 64 * 1024
-# Packed message lengths above this size go to S3 beside the chunk's bytes.
-_INLINE_INDEX_MAX_BYTES = 64 * 1024
-_QUERY_PAGE_ITEMS = 500
 
 
 class _StripedLocks:
@@ -53,30 +46,6 @@ class _StripedLocks:
 
     def lock_for(self, path: str) -> threading.Lock:
         return self._locks[zlib.crc32(path.encode()) % len(self._locks)]
-
-
-class _Conflict(Exception):
-    """A conditional write lost a race."""
-
-
-@dataclass(frozen=True)
-class _Chunk:
-    start: int
-    end: int
-    inline: bytes | None
-    s3_key: str | None
-    lengths: tuple[int, ...] | None
-    lengths_key: str | None
-
-
-@dataclass(frozen=True)
-class _StoredBody:
-    """Where a payload lives once written: inline in the chunk item or in S3."""
-
-    inline: bytes | None = None
-    s3_key: str | None = None
-    lengths: bytes | None = None
-    lengths_key: str | None = None
 
 
 class DynamoStore:
@@ -97,11 +66,12 @@ class DynamoStore:
         self.s3 = s3
         self.table = table
         self.bucket = bucket
-        self.inline_max_bytes = inline_max_bytes
+        self.chunks = ChunkStore(dynamodb, s3, table, bucket, inline_max_bytes)
         self.renew_fraction = renew_fraction
         self.write_deadline = write_deadline
         self.clock = clock
         self._stream_locks = _StripedLocks()
+        self._recent = RecentWrites()
         self.telemetry: Telemetry = telemetry or NoTelemetry()
         for client in (dynamodb, s3):
             client.meta.events.register("needs-retry", self._note_throttle)
@@ -116,12 +86,12 @@ class DynamoStore:
         expired while forks still read it becomes soft-deleted."""
         if info is None or info.soft_deleted or not info.is_expired(self.clock()):
             return info
-        with contextlib.suppress(_Conflict, StoreUnavailable):
+        with contextlib.suppress(Conflict, StoreUnavailable):
             self._reap(info)
         return replace(info, soft_deleted=True) if info.ref_count > 0 else None
 
     def _get_raw(self, path: str) -> StreamInfo | None:
-        response = self._call(
+        response = call(
             self.dynamodb.get_item,
             TableName=self.table,
             Key=items.stream_key(path),
@@ -140,7 +110,7 @@ class DynamoStore:
         found: dict[str, Any] = {}
         request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
         while request:
-            response = self._call(self.dynamodb.batch_get_item, RequestItems=request)
+            response = call(self.dynamodb.batch_get_item, RequestItems=request)
             for item in response.get("Responses", {}).get(self.table, []):
                 found[item["sk"]["S"]] = item
             request = response.get("UnprocessedKeys") or {}
@@ -151,7 +121,7 @@ class DynamoStore:
     # ---------------------------------------------------------------- create
 
     def create(self, path: str, spec: CreateSpec) -> CreateOutcome:
-        body: _StoredBody | None = None
+        body: StoredBody | None = None
         for _ in self._attempts():
             now = self.clock()
             raw = self._get_raw(path)
@@ -169,13 +139,14 @@ class DynamoStore:
             if existing is not None:
                 return CreateOutcome(self._compare(existing, info), existing)
             if body is None and len(spec.payload):
-                body = self._store_body(info.incarnation, spec.payload)
+                body = self.chunks.store_body(info.incarnation, spec.payload)
             # An expired item that could not be reaped just now is replaced in the commit.
             replacing = raw if raw is not None and raw.is_expired(now) else None
             try:
                 self._commit_create(info, spec.payload, body, replacing, source)
-            except _Conflict:
+            except Conflict:
                 continue
+            self._recent.remember(info, None, None)
             return CreateOutcome(CreateStatus.CREATED, info)
         raise StoreUnavailable("create kept losing races")
 
@@ -259,7 +230,7 @@ class DynamoStore:
         self,
         info: StreamInfo,
         payload: Payload,
-        body: _StoredBody | None,
+        body: StoredBody | None,
         replacing: StreamInfo | None,
         source: StreamInfo | None,
     ) -> None:
@@ -278,7 +249,7 @@ class DynamoStore:
             actions.extend(self._retire_actions(replacing))
         if body is not None:
             start = info.fork_position
-            actions.append({"Put": self._chunk_put(info.incarnation, start, payload, body)})
+            actions.append({"Put": self.chunks.chunk_put(info.incarnation, start, payload, body)})
         if source is not None:
             actions.append({"Update": self._reference(source, info.fork_position)})
         self._write(actions)
@@ -322,16 +293,26 @@ class DynamoStore:
             return self._append(path, intent, payload)
 
     def _append(self, path: str, intent: AppendIntent, payload: Payload) -> AppendOutcome:
-        body: _StoredBody | None = None
+        body: StoredBody | None = None
         producer_id = intent.producer.producer_id if intent.producer else None
+        # What this process last committed to the stream lets a writer skip the read: the
+        # commit's conditions reject a stale guess, and only a fresh read may reject a write.
+        guess = self._recent.guess(path, producer_id)
         for _ in self._attempts():
-            raw, producer_item = self._get_for_write(path, producer_id)
-            info = self._live(raw)
-            if info is None:
-                return AppendOutcome(Presence.NOT_FOUND)
-            if info.soft_deleted:
-                return AppendOutcome(Presence.GONE)
-            producer = items.decode_producer(producer_item, info.incarnation)
+            if guess is not None:
+                info, producer = guess
+                guess = None
+                fresh = False
+            else:
+                raw, producer_item = self._get_for_write(path, producer_id)
+                live = self._live(raw)
+                if live is None:
+                    self._recent.forget(path)
+                    return AppendOutcome(Presence.NOT_FOUND)
+                if live.soft_deleted:
+                    return AppendOutcome(Presence.GONE)
+                info, producer = live, items.decode_producer(producer_item, live.incarnation)
+                fresh = True
             decision = decide_append(
                 WriteState(
                     content_type=info.content_type,
@@ -343,16 +324,19 @@ class DynamoStore:
                 intent,
             )
             if not decision.commits:
+                if not fresh:
+                    continue
                 reported = decision.producer.state if decision.producer else None
                 return AppendOutcome(Presence.FOUND, decision, info, reported)
             if body is None and len(payload):
-                body = self._store_body(info.incarnation, payload)
+                body = self.chunks.store_body(info.incarnation, payload)
             new_producer = decision.producer.state if decision.producer else None
             after = self._appended(info, intent, payload)
             try:
                 self._commit_append(info, after, payload, body, intent, producer, new_producer)
-            except _Conflict:
+            except Conflict:
                 continue
+            self._recent.remember(after, producer_id, new_producer)
             return AppendOutcome(Presence.FOUND, decision, after, new_producer)
         raise StoreUnavailable("append kept losing races")
 
@@ -371,7 +355,7 @@ class DynamoStore:
         before: StreamInfo,
         after: StreamInfo,
         payload: Payload,
-        body: _StoredBody | None,
+        body: StoredBody | None,
         intent: AppendIntent,
         producer_before: ProducerState | None,
         producer_after: ProducerState | None,
@@ -396,20 +380,30 @@ class DynamoStore:
             sets.append("#sseq = :sseq")
             names["#sseq"] = "sseq"
             values[":sseq"] = items.s(intent.stream_seq)
+        condition = (
+            "#inc = :inc AND #tail = :old_tail AND #closed = :false AND attribute_not_exists(#del)"
+        )
+        # Not expired (the decision may rest on a remembered, not a fresh, snapshot).
+        if before.expires_at is not None:
+            condition += " AND #exp > :now"
+            names["#exp"] = "exp"
+            values[":now"] = items.n(after.last_access)
+        if before.ttl_seconds is not None:
+            condition += " AND #acc > :dead"
+            values[":dead"] = items.n(after.last_access - before.ttl_seconds)
         update = {
             "TableName": self.table,
             "Key": items.stream_key(before.path),
             "UpdateExpression": "SET " + ", ".join(sets),
-            "ConditionExpression": (
-                "#inc = :inc AND #tail = :old_tail AND #closed = :false"
-                " AND attribute_not_exists(#del)"
-            ),
+            "ConditionExpression": condition,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
         actions: list[dict[str, Any]] = [{"Update": update}]
         if body is not None:
-            actions.append({"Put": self._chunk_put(before.incarnation, before.tail, payload, body)})
+            actions.append(
+                {"Put": self.chunks.chunk_put(before.incarnation, before.tail, payload, body)}
+            )
         if intent.producer is not None and producer_after is not None:
             actions.append(
                 {
@@ -456,146 +450,8 @@ class DynamoStore:
 
     # ---------------------------------------------------------------- data
 
-    def _store_body(self, incarnation: str, payload: Payload) -> _StoredBody:
-        """Small bodies travel inline in the commit; large ones go to S3 first, under a fresh
-        key, so a failed commit leaves only an unreachable object for the collector."""
-        lengths = (
-            items.pack_lengths(payload.message_lengths)
-            if payload.message_lengths is not None
-            else None
-        )
-        index_size = len(lengths or b"")
-        if len(payload) <= self.inline_max_bytes and index_size <= _INLINE_INDEX_MAX_BYTES:
-            return _StoredBody(inline=payload.data, lengths=lengths)
-        key = f"data/{incarnation}/{uuid.uuid4().hex}"
-        self._call(self.s3.put_object, Bucket=self.bucket, Key=key, Body=payload.data)
-        if lengths is not None and index_size > _INLINE_INDEX_MAX_BYTES:
-            self._call(self.s3.put_object, Bucket=self.bucket, Key=f"{key}.idx", Body=lengths)
-            return _StoredBody(s3_key=key, lengths_key=f"{key}.idx")
-        return _StoredBody(s3_key=key, lengths=lengths)
-
-    def _chunk_put(
-        self, incarnation: str, start: int, payload: Payload, body: _StoredBody
-    ) -> dict[str, Any]:
-        item: dict[str, Any] = {
-            "pk": items.s(items.chunk_partition(incarnation)),
-            "sk": items.s(items.chunk_sort_key(start + len(payload))),
-            "st": items.n(start),
-        }
-        if body.inline is not None:
-            item["b"] = {"B": body.inline}
-        if body.s3_key is not None:
-            item["k"] = items.s(body.s3_key)
-        if body.lengths is not None:
-            item["ml"] = {"B": body.lengths}
-        if body.lengths_key is not None:
-            item["mk"] = items.s(body.lengths_key)
-        return {
-            "TableName": self.table,
-            "Item": item,
-            "ConditionExpression": "attribute_not_exists(pk)",
-        }
-
     def read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
-        json_mode = is_json(info.content_type)
-        data: list[bytes] = []
-        messages: list[bytes] = []
-        position = start
-        budget = max_bytes
-        for segment in info.segments():
-            if segment.end <= position or budget <= 0:
-                continue
-            for chunk in self._chunks(segment, position):
-                lo = max(position, chunk.start)
-                hi = min(segment.end, chunk.end)
-                if json_mode:
-                    taken, position, budget = self._take_messages(
-                        chunk, lo, hi, budget, first=not messages
-                    )
-                    messages.extend(taken)
-                else:
-                    size = min(hi - lo, budget)
-                    data.append(self._chunk_bytes(chunk, lo, lo + size))
-                    position, budget = lo + size, budget - size
-                if budget <= 0 or position < hi:
-                    break
-            if budget <= 0 or position < segment.end:
-                break
-        if json_mode:
-            return ReadBatch(start, position, messages=tuple(messages))
-        return ReadBatch(start, position, data=b"".join(data))
-
-    def _take_messages(
-        self, chunk: _Chunk, lo: int, hi: int, budget: int, first: bool
-    ) -> tuple[list[bytes], int, int]:
-        """Whole messages of one chunk within [lo, hi), as many as fit the budget (at least
-        one per response, however large, so a reader always makes progress)."""
-        lengths = chunk.lengths
-        if lengths is None and chunk.lengths_key is not None:
-            lengths = items.unpack_lengths(self._s3_get(chunk.lengths_key))
-        bounds: list[tuple[int, int]] = []
-        cursor = chunk.start
-        for length in lengths or ():
-            if cursor >= lo and cursor + length <= hi:
-                if budget < length and not (first and not bounds):
-                    break
-                bounds.append((cursor, cursor + length))
-                budget -= length
-            cursor += length
-        if not bounds:
-            return [], lo, budget
-        raw = self._chunk_bytes(chunk, bounds[0][0], bounds[-1][1])
-        base = bounds[0][0]
-        taken = [raw[a - base : b - base] for a, b in bounds]
-        return taken, bounds[-1][1], budget
-
-    def _chunks(self, segment: Segment, position: int) -> Iterator[_Chunk]:
-        """Chunks of one incarnation that end after `position` and start before the segment
-        ends. Stopping at the segment's end keeps out chunks committed after the metadata we
-        hold, and the source's appends after a fork point; a chunk that straddles a fork point
-        is included and cut by the caller."""
-        low = max(position, segment.start) + 1
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk AND sk >= :lo",
-            "ExpressionAttributeValues": {
-                ":pk": items.s(items.chunk_partition(segment.incarnation)),
-                ":lo": items.s(items.chunk_sort_key(low)),
-            },
-            "ConsistentRead": True,
-            "Limit": _QUERY_PAGE_ITEMS,
-        }
-        while True:
-            response = self._call(self.dynamodb.query, **request)
-            for item in response.get("Items", []):
-                if not item["sk"]["S"].startswith("c#"):
-                    return
-                chunk = _decode_chunk(item)
-                if chunk.start >= segment.end:
-                    return
-                yield chunk
-            last = response.get("LastEvaluatedKey")
-            if not last:
-                return
-            request["ExclusiveStartKey"] = last
-
-    def _chunk_bytes(self, chunk: _Chunk, lo: int, hi: int) -> bytes:
-        if hi <= lo:
-            return b""
-        if chunk.inline is not None:
-            return chunk.inline[lo - chunk.start : hi - chunk.start]
-        assert chunk.s3_key is not None
-        if lo == chunk.start and hi == chunk.end:
-            return self._s3_get(chunk.s3_key)
-        byte_range = f"bytes={lo - chunk.start}-{hi - chunk.start - 1}"
-        return self._s3_get(chunk.s3_key, byte_range)
-
-    def _s3_get(self, key: str, byte_range: str | None = None) -> bytes:
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
-        if byte_range is not None:
-            kwargs["Range"] = byte_range
-        response = self._call(self.s3.get_object, **kwargs)
-        return bytes(response["Body"].read())
+        return self.chunks.read(info, start, max_bytes)
 
     # ---------------------------------------------------------------- TTL
 
@@ -606,7 +462,7 @@ class DynamoStore:
         if now - info.last_access < info.ttl_seconds * self.renew_fraction:
             return
         # A failed condition means someone else renewed it, or it expired: nothing to do.
-        with contextlib.suppress(_Conflict):
+        with contextlib.suppress(Conflict):
             self._update_single(
                 {
                     "TableName": self.table,
@@ -626,6 +482,7 @@ class DynamoStore:
     # ---------------------------------------------------------------- delete and lifecycle
 
     def delete(self, path: str) -> Presence:
+        self._recent.forget(path)
         for _ in self._attempts():
             raw = self._get_raw(path)
             info = self._live(raw)
@@ -638,7 +495,7 @@ class DynamoStore:
                     self._soft_delete(info)
                 else:
                     self._hard_delete(info)
-            except _Conflict:
+            except Conflict:
                 continue
             return Presence.FOUND
         raise StoreUnavailable("delete kept losing races")
@@ -653,7 +510,7 @@ class DynamoStore:
             if not info.soft_deleted and info.is_expired(self.clock()):
                 self._reap(info)
                 return True
-        except _Conflict:
+        except Conflict:
             pass  # it changed under us; the next run looks again
         return False
 
@@ -716,7 +573,7 @@ class DynamoStore:
             or not (source.soft_deleted or source.is_expired(self.clock()))
         ):
             return
-        with contextlib.suppress(_Conflict):
+        with contextlib.suppress(Conflict):
             self._hard_delete(source)
 
     def _retire_actions(self, info: StreamInfo) -> list[dict[str, Any]]:
@@ -774,39 +631,14 @@ class DynamoStore:
     def _write(self, actions: list[dict[str, Any]]) -> None:
         """One atomic commit. The request token makes botocore's own retries of a timed-out
         attempt idempotent, so a transport retry can never apply the same commit twice."""
-        self._call(
+        call(
             self.dynamodb.transact_write_items,
             TransactItems=actions,
             ClientRequestToken=uuid.uuid4().hex,
         )
 
     def _update_single(self, update: dict[str, Any]) -> None:
-        self._call(self.dynamodb.update_item, **update)
-
-    def _call(self, operation: Callable[..., Any], **kwargs: Any) -> Any:
-        try:
-            return operation(**kwargs)
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                raise _Conflict() from exc
-            if is_unavailable(exc):
-                raise StoreUnavailable(str(exc)) from exc
-            raise
-        except BotoCoreError as exc:
-            raise StoreUnavailable(str(exc)) from exc
-
-
-def _decode_chunk(item: dict[str, Any]) -> _Chunk:
-    end = int(item["sk"]["S"][2:])
-    packed = item.get("ml", {}).get("B")
-    return _Chunk(
-        start=int(item["st"]["N"]),
-        end=end,
-        inline=bytes(item["b"]["B"]) if "b" in item else None,
-        s3_key=item["k"]["S"] if "k" in item else None,
-        lengths=items.unpack_lengths(bytes(packed)) if packed is not None else None,
-        lengths_key=item["mk"]["S"] if "mk" in item else None,
-    )
+        call(self.dynamodb.update_item, **update)
 
 
 def _new_incarnation(now: float) -> str:

@@ -129,7 +129,7 @@ def test_lost_race_retries_and_reuses_its_s3_object(backend: Backend, monkeypatc
         backend.settings.bucket,
         inline_max_bytes=1024,
     )
-    original = store._store_body
+    original = store.chunks.store_body
     calls = itertools.count()
 
     def store_body_then_lose_race(incarnation: str, payload: Payload):  # type: ignore[no-untyped-def]
@@ -138,7 +138,7 @@ def test_lost_race_retries_and_reuses_its_s3_object(backend: Backend, monkeypatc
             rival.append("s", *plain(b"rival"))
         return stored
 
-    monkeypatch.setattr(store, "_store_body", store_body_then_lose_race)
+    monkeypatch.setattr(store.chunks, "store_body", store_body_then_lose_race)
     big = b"x" * 5000
     outcome = store.append("s", *plain(big))
     assert outcome.info is not None and outcome.info.tail == 5 + 5000
@@ -291,3 +291,47 @@ def test_throttling_surfaces_as_store_unavailable(backend: Backend) -> None:
         store.append("s", *plain(b"x"))
     with pytest.raises(StoreUnavailable):
         store.get("s")
+
+
+def test_two_processes_with_stale_memories_stay_correct(backend: Backend) -> None:
+    """Each store remembers what it last wrote; the other one's writes make that stale. Every
+    append must still land once, and nothing may be decided on a stale memory."""
+    one = backend.store
+    two = DynamoStore(
+        backend.dynamodb,
+        backend.s3,
+        backend.settings.table,
+        backend.settings.bucket,
+        inline_max_bytes=1024,
+    )
+    one.create("shared", spec())
+    expected = b""
+    for i in range(10):
+        writer = one if i % 3 else two
+        writer.append("shared", *plain(b"%d," % i))
+        expected += b"%d," % i
+    assert read_all(one, "shared") == expected
+    # Closed by one process: the other, remembering it open, must not append.
+    two.append("shared", *plain(b"", close=True))
+    refused = one.append("shared", *plain(b"late"))
+    assert refused.decision is not None and refused.decision.verdict is Verdict.CLOSED
+    # Deleted and re-created by one process: the other must write to the new incarnation.
+    one.create("again", spec())
+    one.append("again", *plain(b"old"))
+    two.delete("again")
+    assert one.append("again", *plain(b"x")).presence is Presence.NOT_FOUND
+    two.create("again", spec())
+    one.append("again", *plain(b"new"))
+    assert read_all(two, "again") == b"new"
+
+
+def test_sequential_appends_skip_the_read(backend: Backend) -> None:
+    store = backend.store
+    store.create("hot", spec())
+    calls: list[str] = []
+    backend.dynamodb.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: calls.append(model.name)
+    )
+    for _ in range(5):
+        store.append("hot", *plain(b"token"))
+    assert calls == ["TransactWriteItems"] * 5

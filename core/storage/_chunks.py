@@ -1,0 +1,210 @@
+"""Chunk storage: where appended bytes live and how reads put them back together.
+
+Small bodies travel inline in the chunk item of the commit; large ones go to S3 first, under a
+fresh key per request, so a failed commit leaves only an unreachable object for the collector.
+A chunk item is keyed by its end position, so a read finds the first chunk past an offset with
+one Query and costs what it returns, not what the stream holds.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..protocol.headers import is_json
+from . import _items as items
+from .aws import call
+from .model import Payload, ReadBatch, Segment, StreamInfo
+
+# Well below DynamoDB's 400 KB item limit, leaving room for the message-length index.
+DEFAULT_INLINE_MAX_BYTES = 64 * 1024
+# Packed message lengths above this size go to S3 beside the chunk's bytes.
+_INLINE_INDEX_MAX_BYTES = 64 * 1024
+_QUERY_PAGE_ITEMS = 500
+
+
+@dataclass(frozen=True)
+class Chunk:
+    start: int
+    end: int
+    inline: bytes | None
+    s3_key: str | None
+    lengths: tuple[int, ...] | None
+    lengths_key: str | None
+
+
+@dataclass(frozen=True)
+class StoredBody:
+    """Where a payload lives once written: inline in the chunk item or in S3."""
+
+    inline: bytes | None = None
+    s3_key: str | None = None
+    lengths: bytes | None = None
+    lengths_key: str | None = None
+
+
+class ChunkStore:
+    def __init__(
+        self, dynamodb: Any, s3: Any, table: str, bucket: str, inline_max_bytes: int
+    ) -> None:
+        self.dynamodb = dynamodb
+        self.s3 = s3
+        self.table = table
+        self.bucket = bucket
+        self.inline_max_bytes = inline_max_bytes
+
+    def store_body(self, incarnation: str, payload: Payload) -> StoredBody:
+        """Small bodies travel inline in the commit; large ones go to S3 first, under a fresh
+        key, so a failed commit leaves only an unreachable object for the collector."""
+        lengths = (
+            items.pack_lengths(payload.message_lengths)
+            if payload.message_lengths is not None
+            else None
+        )
+        index_size = len(lengths or b"")
+        if len(payload) <= self.inline_max_bytes and index_size <= _INLINE_INDEX_MAX_BYTES:
+            return StoredBody(inline=payload.data, lengths=lengths)
+        key = f"data/{incarnation}/{uuid.uuid4().hex}"
+        call(self.s3.put_object, Bucket=self.bucket, Key=key, Body=payload.data)
+        if lengths is not None and index_size > _INLINE_INDEX_MAX_BYTES:
+            call(self.s3.put_object, Bucket=self.bucket, Key=f"{key}.idx", Body=lengths)
+            return StoredBody(s3_key=key, lengths_key=f"{key}.idx")
+        return StoredBody(s3_key=key, lengths=lengths)
+
+    def chunk_put(
+        self, incarnation: str, start: int, payload: Payload, body: StoredBody
+    ) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "pk": items.s(items.chunk_partition(incarnation)),
+            "sk": items.s(items.chunk_sort_key(start + len(payload))),
+            "st": items.n(start),
+        }
+        if body.inline is not None:
+            item["b"] = {"B": body.inline}
+        if body.s3_key is not None:
+            item["k"] = items.s(body.s3_key)
+        if body.lengths is not None:
+            item["ml"] = {"B": body.lengths}
+        if body.lengths_key is not None:
+            item["mk"] = items.s(body.lengths_key)
+        return {
+            "TableName": self.table,
+            "Item": item,
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+
+    def read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
+        json_mode = is_json(info.content_type)
+        data: list[bytes] = []
+        messages: list[bytes] = []
+        position = start
+        budget = max_bytes
+        for segment in info.segments():
+            if segment.end <= position or budget <= 0:
+                continue
+            for chunk in self._chunks(segment, position):
+                lo = max(position, chunk.start)
+                hi = min(segment.end, chunk.end)
+                if json_mode:
+                    taken, position, budget = self._take_messages(
+                        chunk, lo, hi, budget, first=not messages
+                    )
+                    messages.extend(taken)
+                else:
+                    size = min(hi - lo, budget)
+                    data.append(self._chunk_bytes(chunk, lo, lo + size))
+                    position, budget = lo + size, budget - size
+                if budget <= 0 or position < hi:
+                    break
+            if budget <= 0 or position < segment.end:
+                break
+        if json_mode:
+            return ReadBatch(start, position, messages=tuple(messages))
+        return ReadBatch(start, position, data=b"".join(data))
+
+    def _take_messages(
+        self, chunk: Chunk, lo: int, hi: int, budget: int, first: bool
+    ) -> tuple[list[bytes], int, int]:
+        """Whole messages of one chunk within [lo, hi), as many as fit the budget (at least
+        one per response, however large, so a reader always makes progress)."""
+        lengths = chunk.lengths
+        if lengths is None and chunk.lengths_key is not None:
+            lengths = items.unpack_lengths(self._s3_get(chunk.lengths_key))
+        bounds: list[tuple[int, int]] = []
+        cursor = chunk.start
+        for length in lengths or ():
+            if cursor >= lo and cursor + length <= hi:
+                if budget < length and not (first and not bounds):
+                    break
+                bounds.append((cursor, cursor + length))
+                budget -= length
+            cursor += length
+        if not bounds:
+            return [], lo, budget
+        raw = self._chunk_bytes(chunk, bounds[0][0], bounds[-1][1])
+        base = bounds[0][0]
+        taken = [raw[a - base : b - base] for a, b in bounds]
+        return taken, bounds[-1][1], budget
+
+    def _chunks(self, segment: Segment, position: int) -> Iterator[Chunk]:
+        """Chunks of one incarnation that end after `position` and start before the segment
+        ends. Stopping at the segment's end keeps out chunks committed after the metadata we
+        hold, and the source's appends after a fork point; a chunk that straddles a fork point
+        is included and cut by the caller."""
+        low = max(position, segment.start) + 1
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND sk >= :lo",
+            "ExpressionAttributeValues": {
+                ":pk": items.s(items.chunk_partition(segment.incarnation)),
+                ":lo": items.s(items.chunk_sort_key(low)),
+            },
+            "ConsistentRead": True,
+            "Limit": _QUERY_PAGE_ITEMS,
+        }
+        while True:
+            response = call(self.dynamodb.query, **request)
+            for item in response.get("Items", []):
+                if not item["sk"]["S"].startswith("c#"):
+                    return
+                chunk = _decode(item)
+                if chunk.start >= segment.end:
+                    return
+                yield chunk
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return
+            request["ExclusiveStartKey"] = last
+
+    def _chunk_bytes(self, chunk: Chunk, lo: int, hi: int) -> bytes:
+        if hi <= lo:
+            return b""
+        if chunk.inline is not None:
+            return chunk.inline[lo - chunk.start : hi - chunk.start]
+        assert chunk.s3_key is not None
+        if lo == chunk.start and hi == chunk.end:
+            return self._s3_get(chunk.s3_key)
+        byte_range = f"bytes={lo - chunk.start}-{hi - chunk.start - 1}"
+        return self._s3_get(chunk.s3_key, byte_range)
+
+    def _s3_get(self, key: str, byte_range: str | None = None) -> bytes:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        if byte_range is not None:
+            kwargs["Range"] = byte_range
+        response = call(self.s3.get_object, **kwargs)
+        return bytes(response["Body"].read())
+
+
+def _decode(item: dict[str, Any]) -> Chunk:
+    end = int(item["sk"]["S"][2:])
+    packed = item.get("ml", {}).get("B")
+    return Chunk(
+        start=int(item["st"]["N"]),
+        end=end,
+        inline=bytes(item["b"]["B"]) if "b" in item else None,
+        s3_key=item["k"]["S"] if "k" in item else None,
+        lengths=items.unpack_lengths(bytes(packed)) if packed is not None else None,
+        lengths_key=item["mk"]["S"] if "mk" in item else None,
+    )
