@@ -57,6 +57,17 @@ def read_all(store: DynamoStore, path: str, max_bytes: int = 10**9) -> bytes:
     return b"".join(out)
 
 
+def other_process(backend: Backend) -> DynamoStore:
+    """A second store on the same table and bucket, as another Lambda instance would be."""
+    return DynamoStore(
+        backend.dynamodb,
+        backend.s3,
+        backend.settings.table,
+        backend.settings.bucket,
+        inline_max_bytes=backend.settings.inline_max_bytes,
+    )
+
+
 def s3_keys(backend: Backend) -> list[str]:
     listing = backend.s3.list_objects_v2(Bucket=backend.settings.bucket)
     return [o["Key"] for o in listing.get("Contents", [])]
@@ -122,13 +133,7 @@ def test_lost_race_retries_and_reuses_its_s3_object(backend: Backend, monkeypatc
     once; the large body uploaded before the first attempt is reused, not duplicated."""
     store = backend.store
     store.create("s", spec())
-    rival = DynamoStore(
-        backend.dynamodb,
-        backend.s3,
-        backend.settings.table,
-        backend.settings.bucket,
-        inline_max_bytes=1024,
-    )
+    rival = other_process(backend)
     original = store.chunks.store_body
     calls = itertools.count()
 
@@ -297,13 +302,7 @@ def test_two_processes_with_stale_memories_stay_correct(backend: Backend) -> Non
     """Each store remembers what it last wrote; the other one's writes make that stale. Every
     append must still land once, and nothing may be decided on a stale memory."""
     one = backend.store
-    two = DynamoStore(
-        backend.dynamodb,
-        backend.s3,
-        backend.settings.table,
-        backend.settings.bucket,
-        inline_max_bytes=1024,
-    )
+    two = other_process(backend)
     one.create("shared", spec())
     expected = b""
     for i in range(10):
