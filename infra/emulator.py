@@ -13,6 +13,8 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 
 class _QuietHandler(WSGIRequestHandler):
+    disable_nagle_algorithm = True  # see infra.lambda_bridge: no delayed-ACK stalls
+
     def log_request(self, *args: Any, **kwargs: Any) -> None:
         pass
 

@@ -115,6 +115,9 @@ def function_url_event(
 def make_request_handler(handler: Handler) -> type[BaseHTTPRequestHandler]:
     class BridgeRequestHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body leave in separate writes; with Nagle's algorithm on, the body would
+        # wait for the client's delayed ACK (tens of milliseconds per response).
+        disable_nagle_algorithm = True
 
         def log_message(self, *args: Any) -> None:
             pass
