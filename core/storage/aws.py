@@ -1,4 +1,4 @@
-"""boto3 clients with deadlines and retries, and the classification of AWS errors."""
+"""AWS clients (botocore) with deadlines and retries, and the classification of AWS errors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import boto3
+import botocore.session
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -46,9 +46,18 @@ def make_clients(settings: AwsSettings) -> tuple[Any, Any]:
         retries={"mode": "standard", "max_attempts": settings.max_attempts},
         max_pool_connections=64,
     )
-    session = boto3.session.Session(region_name=settings.region)
-    dynamodb = session.client("dynamodb", endpoint_url=settings.dynamodb_endpoint, config=config)
-    s3 = session.client("s3", endpoint_url=settings.s3_endpoint, config=config)
+    # botocore directly: boto3's S3 extras (s3transfer and its managers) cost import time on
+    # every cold start and nothing here uses them.
+    session = botocore.session.get_session()
+    dynamodb = session.create_client(
+        "dynamodb",
+        region_name=settings.region,
+        endpoint_url=settings.dynamodb_endpoint,
+        config=config,
+    )
+    s3 = session.create_client(
+        "s3", region_name=settings.region, endpoint_url=settings.s3_endpoint, config=config
+    )
     return dynamodb, s3
 
 
