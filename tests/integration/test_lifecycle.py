@@ -7,7 +7,11 @@ removes anything a live stream or fork can still read.
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -285,3 +289,36 @@ def test_random_lifecycles_keep_reference_counts_exact(backend: Backend) -> None
             if info is not None and not info.soft_deleted:
                 data = store.read(info, 0, 1 << 20).data
                 assert len(data) == info.tail  # every readable byte is still there
+
+
+def test_dsaws_gc_command_collects_through_an_endpoint(backend: Backend, emulator) -> None:  # type: ignore[no-untyped-def]
+    store = make_store(backend)
+    create(store, "gone", b"some bytes to collect")
+    store.delete("gone")
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": emulator.endpoint,
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "core.cli",
+            "gc",
+            "--table",
+            backend.settings.table,
+            "--bucket",
+            backend.settings.bucket,
+            "--orphan-grace",
+            "0",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["incarnations_removed"] == 1 and report["objects_deleted"] == 1
+    assert data_keys(backend) == (set(), set())
