@@ -80,12 +80,21 @@ def gone() -> Response:
     return error(410, "gone", "stream was deleted; only its forks still read its data")
 
 
-def stream_headers(info: StreamInfo) -> dict[str, str]:
-    """Content type, tail and closure: shared by create, HEAD and write responses."""
-    headers = {"Content-Type": info.content_type, STREAM_NEXT_OFFSET: format_offset(info.tail)}
-    if info.closed:
+def offset_headers(position: int, closed: bool) -> dict[str, str]:
+    """Where the client stands, and whether that is the end of a closed stream."""
+    headers = {STREAM_NEXT_OFFSET: format_offset(position)}
+    if closed:
         headers[STREAM_CLOSED] = "true"
     return headers
+
+
+def tail_headers(info: StreamInfo) -> dict[str, str]:
+    return offset_headers(info.tail, info.closed)
+
+
+def stream_headers(info: StreamInfo) -> dict[str, str]:
+    """Content type, tail and closure: shared by create, HEAD and write responses."""
+    return {"Content-Type": info.content_type, **tail_headers(info)}
 
 
 def metadata_headers(info: StreamInfo) -> dict[str, str]:
@@ -101,13 +110,6 @@ def _producer_headers(state: ProducerState | None) -> dict[str, str]:
     if state is None:
         return {}
     return {PRODUCER_EPOCH: str(state.epoch), PRODUCER_SEQ: str(state.last_seq)}
-
-
-def _tail_headers(info: StreamInfo) -> dict[str, str]:
-    headers = {STREAM_NEXT_OFFSET: format_offset(info.tail)}
-    if info.closed:
-        headers[STREAM_CLOSED] = "true"
-    return headers
 
 
 def _expected_seq(outcome: AppendOutcome, intent: AppendIntent) -> int:
@@ -133,13 +135,13 @@ def append_response(outcome: AppendOutcome, intent: AppendIntent) -> Response:
     verdict = decision.verdict
     if verdict is Verdict.COMMIT:
         status = 200 if intent.producer is not None and intent.has_body else 204
-        headers = {**_tail_headers(info), **_producer_headers(outcome.producer)}
+        headers = {**tail_headers(info), **_producer_headers(outcome.producer)}
         return Response(status_code=status, headers=headers)
     if verdict is Verdict.DUPLICATE:
-        headers = {**_tail_headers(info), **_producer_headers(outcome.producer)}
+        headers = {**tail_headers(info), **_producer_headers(outcome.producer)}
         return Response(status_code=204, headers=headers)
     if verdict is Verdict.ALREADY_CLOSED:
-        return Response(status_code=204, headers=_tail_headers(info))
+        return Response(status_code=204, headers=tail_headers(info))
 
     producer_conflict: dict[str, str] = {}
     if intent.producer is not None:
@@ -152,7 +154,7 @@ def append_response(outcome: AppendOutcome, intent: AppendIntent) -> Response:
             409,
             "stream_closed",
             "the stream is closed",
-            {**_tail_headers(info), **producer_conflict},
+            {**tail_headers(info), **producer_conflict},
         )
     if verdict is Verdict.CONTENT_TYPE_MISMATCH:
         return error(

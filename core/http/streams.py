@@ -28,7 +28,6 @@ from ..protocol.jsonmode import join_messages, split_messages
 from ..protocol.offsets import (
     ReadStart,
     StartKind,
-    format_offset,
     parse_position,
     parse_read_start,
 )
@@ -250,14 +249,9 @@ class StreamEndpoints:
         )
         up_to_date = batch.end >= info.tail
         closed = info.closed and up_to_date
-        headers = {
-            "Content-Type": info.content_type,
-            r.STREAM_NEXT_OFFSET: format_offset(batch.end),
-        }
+        headers = {"Content-Type": info.content_type, **r.offset_headers(batch.end, closed)}
         if up_to_date:
             headers[r.STREAM_UP_TO_DATE] = "true"
-        if closed:
-            headers[r.STREAM_CLOSED] = "true"
         if live and not closed:
             headers[r.STREAM_CURSOR] = self._cursor(info, read)
         tag = caching.etag(info.incarnation, position, batch.end, closed)
@@ -274,14 +268,11 @@ class StreamEndpoints:
     def _tail_response(self, info: StreamInfo, status: int, cursor: str | None = None) -> Response:
         """Nothing to return: the client is at the tail (offset=now, or a long-poll)."""
         headers = {
-            "Content-Type": info.content_type,
-            r.STREAM_NEXT_OFFSET: format_offset(info.tail),
+            **r.stream_headers(info),
             r.STREAM_UP_TO_DATE: "true",
             "Cache-Control": caching.NO_STORE,
         }
-        if info.closed:
-            headers[r.STREAM_CLOSED] = "true"
-        elif cursor is not None:
+        if not info.closed and cursor is not None:
             headers[r.STREAM_CURSOR] = cursor
         if status == 204:
             return Response(status_code=204, headers=headers)

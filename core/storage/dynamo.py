@@ -109,11 +109,17 @@ class DynamoStore:
         keys = [items.stream_key(path), items.producer_key(path, producer_id)]
         found: dict[str, Any] = {}
         request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
-        while request:
+        for attempt in range(8):
             response = call(self.dynamodb.batch_get_item, RequestItems=request)
             for item in response.get("Responses", {}).get(self.table, []):
                 found[item["sk"]["S"]] = item
             request = response.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            # Unprocessed keys mean throttling, which botocore does not retry for us.
+            time.sleep(0.025 * 2**attempt)
+        else:
+            raise StoreUnavailable("reads of the stream kept being throttled")
         meta = found.get(items.META)
         info = items.decode_stream(path, meta) if meta else None
         return info, found.get(f"p#{producer_id}")
