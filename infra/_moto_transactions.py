@@ -1,14 +1,16 @@
-"""A cheaper TransactWriteItems for the embedded emulator.
+"""A cheaper TransactWriteItems for the embedded emulator, all-or-nothing like DynamoDB's.
 
 moto snapshots every table a transaction touches with `copy.deepcopy` so it can roll back,
 which makes each transaction cost O(table size): a long test run slows to a crawl. Under the
 emulator's global lock nothing else runs during a request, so it is enough to check every
-condition first and apply the writes only when all of them hold: the same all-or-nothing
-result, at the cost of the items involved.
+condition first, then apply the writes with a copy of just the items they touch: if any write
+fails (a key too large, an invalid update, anything), the items written so far are put back and
+the error is raised, so a failed transaction changes nothing, as in DynamoDB.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from moto.dynamodb.comparisons import get_filter_expression
@@ -19,6 +21,8 @@ from moto.dynamodb.exceptions import (
     TransactWriteSingleOpException,
 )
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.dynamodb.models.table import Table
 
 _OPERATIONS = {"ConditionCheck", "Put", "Delete", "Update"}
 
@@ -31,6 +35,30 @@ def _key_of(backend: DynamoDBBackend, op_type: str, op: dict[str, Any]) -> dict[
     if table.range_key_attr is not None:
         key[table.range_key_attr] = op["Item"][table.range_key_attr]
     return key
+
+
+class _Snapshot:
+    """Copies of the items a transaction is about to write, to put back if it fails."""
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[Table, DynamoType, DynamoType | None, Any]] = []
+
+    def save(self, table: Table, key: dict[str, Any]) -> None:
+        hash_value = DynamoType(key[table.hash_key_attr])
+        range_value = (
+            DynamoType(key[table.range_key_attr]) if table.range_key_attr is not None else None
+        )
+        current = table.get_item(hash_value, range_value)
+        self._saved.append((table, hash_value, range_value, copy.deepcopy(current)))
+
+    def restore(self) -> None:
+        for table, hash_value, range_value, item in reversed(self._saved):
+            if item is None:
+                table.delete_item(hash_value, range_value)
+            elif range_value is not None:
+                table.items[hash_value][range_value] = item
+            else:
+                table.items[hash_value] = item
 
 
 def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
@@ -61,22 +89,29 @@ def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, A
         errors.append((None, None, None))
     if any(code is not None for code, _, _ in errors):
         raise TransactionCanceledException(errors)
-    for entry in transact_items:
-        op_type, op = next(iter(entry.items()))
-        names = op.get("ExpressionAttributeNames")
-        values = op.get("ExpressionAttributeValues")
-        if op_type == "Put":
-            self.put_item(op["TableName"], op["Item"])
-        elif op_type == "Delete":
-            self.delete_item(op["TableName"], _key_of(self, op_type, op))
-        elif op_type == "Update":
-            self.update_item(
-                op["TableName"],
-                _key_of(self, op_type, op),
-                update_expression=op["UpdateExpression"],
-                expression_attribute_names=names,
-                expression_attribute_values=values,
-            )
+    snapshot = _Snapshot()
+    try:
+        for entry in transact_items:
+            op_type, op = next(iter(entry.items()))
+            if op_type == "ConditionCheck":
+                continue
+            key = _key_of(self, op_type, op)
+            snapshot.save(self.get_table(op["TableName"]), key)
+            if op_type == "Put":
+                self.put_item(op["TableName"], op["Item"])
+            elif op_type == "Delete":
+                self.delete_item(op["TableName"], key)
+            else:
+                self.update_item(
+                    op["TableName"],
+                    key,
+                    update_expression=op["UpdateExpression"],
+                    expression_attribute_names=op.get("ExpressionAttributeNames"),
+                    expression_attribute_values=op.get("ExpressionAttributeValues"),
+                )
+    except BaseException:
+        snapshot.restore()
+        raise
 
 
 def install() -> None:

@@ -23,6 +23,7 @@ DEFAULT_INLINE_MAX_BYTES = 64 * 1024
 # Packed message lengths above this size go to S3 beside the chunk's bytes.
 _INLINE_INDEX_MAX_BYTES = 64 * 1024
 _QUERY_PAGE_ITEMS = 500
+DATA_ROOT = "data/"
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,10 @@ class Chunk:
 
 @dataclass(frozen=True)
 class StoredBody:
-    """Where a payload lives once written: inline in the chunk item or in S3."""
+    """Where a payload lives once written: inline in the chunk item or in S3. It belongs to
+    the incarnation it was stored for and may only be committed as a chunk of that one."""
 
+    incarnation: str
     inline: bytes | None = None
     s3_key: str | None = None
     lengths: bytes | None = None
@@ -65,17 +68,36 @@ class ChunkStore:
         )
         index_size = len(lengths or b"")
         if len(payload) <= self.inline_max_bytes and index_size <= _INLINE_INDEX_MAX_BYTES:
-            return StoredBody(inline=payload.data, lengths=lengths)
-        key = f"data/{incarnation}/{uuid.uuid4().hex}"
+            return StoredBody(incarnation, inline=payload.data, lengths=lengths)
+        key = f"{data_prefix(incarnation)}{uuid.uuid4().hex}"
         call(self.s3.put_object, Bucket=self.bucket, Key=key, Body=payload.data)
         if lengths is not None and index_size > _INLINE_INDEX_MAX_BYTES:
             call(self.s3.put_object, Bucket=self.bucket, Key=f"{key}.idx", Body=lengths)
-            return StoredBody(s3_key=key, lengths_key=f"{key}.idx")
-        return StoredBody(s3_key=key, lengths=lengths)
+            return StoredBody(incarnation, s3_key=key, lengths_key=f"{key}.idx")
+        return StoredBody(incarnation, s3_key=key, lengths=lengths)
+
+    def body_for(
+        self, incarnation: str, payload: Payload, stored: StoredBody | None
+    ) -> StoredBody | None:
+        """The body to commit to `incarnation`: one stored by an earlier attempt for that same
+        incarnation is reused; anything else is stored afresh (an upload for another
+        incarnation is left to the collector as an orphan)."""
+        if not len(payload):
+            return None
+        if stored is not None and stored.incarnation == incarnation:
+            return stored
+        return self.store_body(incarnation, payload)
 
     def chunk_put(
         self, incarnation: str, start: int, payload: Payload, body: StoredBody
     ) -> dict[str, Any]:
+        if body.incarnation != incarnation:
+            # The collector removes objects with the incarnation they were stored for: a body
+            # committed to another one would be destroyed after it was acknowledged.
+            raise ValueError(
+                f"a body stored for incarnation {body.incarnation} cannot be committed to "
+                f"{incarnation}"
+            )
         item: dict[str, Any] = {
             "pk": items.s(items.chunk_partition(incarnation)),
             "sk": items.s(items.chunk_sort_key(start + len(payload))),
@@ -195,6 +217,11 @@ class ChunkStore:
             kwargs["Range"] = byte_range
         response = call(self.s3.get_object, **kwargs)
         return bytes(response["Body"].read())
+
+
+def data_prefix(incarnation: str) -> str:
+    """Where the S3 objects of one incarnation live; the collector removes them together."""
+    return f"{DATA_ROOT}{incarnation}/"
 
 
 def _decode(item: dict[str, Any]) -> Chunk:

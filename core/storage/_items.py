@@ -85,6 +85,7 @@ def encode_stream(info: StreamInfo) -> Item:
         item["sseq"] = s(info.last_stream_seq)
     if info.ttl_seconds is not None:
         item["ttl"] = n(info.ttl_seconds)
+        item["rw"] = n(info.renew_window)
     if info.expires_at is not None:
         item["exp"] = n(info.expires_at)
     if info.soft_deleted:
@@ -126,6 +127,8 @@ def decode_stream(path: str, item: Item) -> StreamInfo:
             for m in item.get("inh", {}).get("L", [])
         ),
         ref_count=_int(item, "refs"),
+        # Absent on streams written before windows were kept: every read then renews.
+        renew_window=_num(item, "rw") or 0.0,
     )
 
 

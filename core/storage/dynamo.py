@@ -2,6 +2,18 @@
 
 Every state change is one conditional write (a TransactWriteItems when it touches more than
 one item); a lost race re-reads and decides again. Nothing here depends on process memory.
+
+Binding rule: whatever is written on behalf of one incarnation of a path (an S3 body and its
+message index, a chunk item, a producer item) is committed only as part of that incarnation,
+because the collector removes an incarnation's objects and items together, and treats objects
+no chunk of their own incarnation names as orphans. So:
+  - every commit is conditioned on the stream item still holding the incarnation it targets;
+  - a body is stored for one incarnation (`StoredBody.incarnation`), `ChunkStore.chunk_put`
+    refuses it for any other, and a retry that finds the path holding another incarnation
+    stores its body again (the first upload becomes an orphan);
+  - a create keeps one new incarnation id across its attempts, so the body it uploaded is
+    still its own when a lost race makes it try again;
+  - producer items carry the incarnation they belong to and are ignored by any other.
 """
 
 from __future__ import annotations
@@ -10,15 +22,16 @@ import contextlib
 import threading
 import time
 import uuid
-import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any
 
 from ..protocol.append import AppendIntent, WriteState, decide_append
 from ..protocol.fork import inherit_expiry
 from ..protocol.headers import DEFAULT_CONTENT_TYPE, is_json, media_type
 from ..protocol.producer import ProducerState
+from ..protocol.ttl import renewal_due, renewal_window
 from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import _items as items
 from ._chunks import DEFAULT_INLINE_MAX_BYTES, ChunkStore, StoredBody
@@ -37,15 +50,56 @@ from .model import (
     StreamInfo,
 )
 
+# Consecutive throttled reads one append sits out (backing off 25 ms, 50 ms, ... 3.2 s).
+_MAX_THROTTLED_READS = 8
 
-class _StripedLocks:
-    """A fixed set of locks, one picked per stream path."""
 
-    def __init__(self, stripes: int = 64) -> None:
-        self._locks = [threading.Lock() for _ in range(stripes)]
+@dataclass
+class _Turn:
+    lock: threading.Lock
+    users: int = 0
 
-    def lock_for(self, path: str) -> threading.Lock:
-        return self._locks[zlib.crc32(path.encode()) % len(self._locks)]
+
+class _StreamTurns:
+    """Writers of one stream in this process take turns: one lock per stream being written,
+    dropped when nobody waits on it, so a slow stream never holds up another."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._turns: dict[str, _Turn] = {}
+
+    @contextlib.contextmanager
+    def turn(self, path: str) -> Iterator[None]:
+        with self._guard:
+            turn = self._turns.setdefault(path, _Turn(threading.Lock()))
+            turn.users += 1
+        try:
+            with turn.lock:
+                yield
+        finally:
+            with self._guard:
+                turn.users -= 1
+                if turn.users == 0:
+                    del self._turns[path]
+
+    def active(self) -> int:
+        with self._guard:
+            return len(self._turns)
+
+
+class _Retry(Enum):
+    """Why an append attempt did not finish."""
+
+    CONFLICT = "conflict"  # a lost race or a stale memory: read again and decide again
+    THROTTLED = "throttled"  # the read was throttled: back off (outside the turn), then retry
+
+
+@dataclass
+class _PendingAppend:
+    """What one append carries from attempt to attempt."""
+
+    guess: tuple[StreamInfo, ProducerState | None] | None
+    body: StoredBody | None = None
 
 
 class DynamoStore:
@@ -60,6 +114,7 @@ class DynamoStore:
         renew_fraction: float = 0.1,
         write_deadline: float = 10.0,
         clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
         telemetry: Telemetry | None = None,
     ) -> None:
         self.dynamodb = dynamodb
@@ -70,7 +125,8 @@ class DynamoStore:
         self.renew_fraction = renew_fraction
         self.write_deadline = write_deadline
         self.clock = clock
-        self._stream_locks = _StripedLocks()
+        self._sleep = sleep
+        self._turns = _StreamTurns()
         self._recent = RecentWrites()
         self.telemetry: Telemetry = telemetry or NoTelemetry()
         for client in (dynamodb, s3):
@@ -102,24 +158,19 @@ class DynamoStore:
 
     def _get_for_write(
         self, path: str, producer_id: str | None
-    ) -> tuple[StreamInfo | None, dict[str, Any] | None]:
-        """The stream item and, in the same consistent read, one producer item."""
+    ) -> tuple[StreamInfo | None, dict[str, Any] | None] | None:
+        """The stream item and, in the same consistent read, one producer item; None when the
+        read was throttled (unprocessed keys, which botocore does not retry for us)."""
         if producer_id is None:
             return self._get_raw(path), None
         keys = [items.stream_key(path), items.producer_key(path, producer_id)]
-        found: dict[str, Any] = {}
         request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
-        for attempt in range(8):
-            response = call(self.dynamodb.batch_get_item, RequestItems=request)
-            for item in response.get("Responses", {}).get(self.table, []):
-                found[item["sk"]["S"]] = item
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
-                break
-            # Unprocessed keys mean throttling, which botocore does not retry for us.
-            time.sleep(0.025 * 2**attempt)
-        else:
-            raise StoreUnavailable("reads of the stream kept being throttled")
+        response = call(self.dynamodb.batch_get_item, RequestItems=request)
+        if response.get("UnprocessedKeys"):
+            return None
+        found = {
+            item["sk"]["S"]: item for item in response.get("Responses", {}).get(self.table, [])
+        }
         meta = found.get(items.META)
         info = items.decode_stream(path, meta) if meta else None
         return info, found.get(f"p#{producer_id}")
@@ -128,6 +179,9 @@ class DynamoStore:
 
     def create(self, path: str, spec: CreateSpec) -> CreateOutcome:
         body: StoredBody | None = None
+        # One incarnation for every attempt: a body uploaded by one attempt is still this
+        # incarnation's when a lost race makes the next attempt commit it.
+        incarnation = _new_incarnation(self.clock())
         for _ in self._attempts():
             now = self.clock()
             raw = self._get_raw(path)
@@ -141,11 +195,10 @@ class DynamoStore:
                         return resolved
                 else:
                     source, position = resolved
-            info = self._new_stream(path, spec, now, source, position)
+            info = self._new_stream(path, spec, now, source, position, incarnation)
             if existing is not None:
                 return CreateOutcome(self._compare(existing, info), existing)
-            if body is None and len(spec.payload):
-                body = self.chunks.store_body(info.incarnation, spec.payload)
+            body = self.chunks.body_for(info.incarnation, spec.payload, body)
             # An expired item that could not be reaped just now is replaced in the commit.
             replacing = raw if raw is not None and raw.is_expired(now) else None
             try:
@@ -206,6 +259,7 @@ class DynamoStore:
         now: float,
         source: StreamInfo | None,
         position: int,
+        incarnation: str,
     ) -> StreamInfo:
         content_type = spec.content_type or DEFAULT_CONTENT_TYPE
         ttl, expires_at = spec.ttl_seconds, spec.expires_at
@@ -216,7 +270,7 @@ class DynamoStore:
             )
         return StreamInfo(
             path=path,
-            incarnation=_new_incarnation(now),
+            incarnation=incarnation,
             content_type=content_type,
             tail=position + len(spec.payload),
             closed=spec.closed,
@@ -230,6 +284,7 @@ class DynamoStore:
             source_incarnation=source.incarnation if source else None,
             fork_position=position,
             inherited=source.segments_until(position) if source else (),
+            renew_window=renewal_window(ttl, self.renew_fraction) if ttl is not None else 0.0,
         )
 
     def _commit_create(
@@ -272,9 +327,10 @@ class DynamoStore:
         condition = "#inc = :inc AND attribute_not_exists(#del) AND #tail >= :position"
         if source.expires_at is not None:
             condition += " AND #exp > :now"
-        if source.ttl_seconds is not None:
+        dead = source.oldest_live_access(now)
+        if dead is not None:
             condition += " AND #acc > :dead"
-            values[":dead"] = items.n(now - source.ttl_seconds)
+            values[":dead"] = items.n(dead)
         names = {"#inc": "inc", "#del": "del", "#tail": "tail", "#refs": "refs"}
         if source.expires_at is not None:
             names["#exp"] = "exp"
@@ -292,59 +348,78 @@ class DynamoStore:
     # ---------------------------------------------------------------- append
 
     def append(self, path: str, intent: AppendIntent, payload: Payload) -> AppendOutcome:
-        # Writers to one stream in this process take turns: they would only lose races to
-        # each other. Correctness still rests on the conditional commit, not on this lock,
-        # since other processes (other Lambda instances) append to the same stream.
-        with self._stream_locks.lock_for(path):
-            return self._append(path, intent, payload)
-
-    def _append(self, path: str, intent: AppendIntent, payload: Payload) -> AppendOutcome:
-        body: StoredBody | None = None
         producer_id = intent.producer.producer_id if intent.producer else None
         # What this process last committed to the stream lets a writer skip the read: the
         # commit's conditions reject a stale guess, and only a fresh read may reject a write.
-        guess = self._recent.guess(path, producer_id)
+        pending = _PendingAppend(self._recent.guess(path, producer_id))
         for _ in self._attempts():
-            if guess is not None:
-                info, producer = guess
-                guess = None
-                fresh = False
-            else:
-                raw, producer_item = self._get_for_write(path, producer_id)
-                live = self._live(raw)
-                if live is None:
-                    self._recent.forget(path)
-                    return AppendOutcome(Presence.NOT_FOUND)
-                if live.soft_deleted:
-                    return AppendOutcome(Presence.GONE)
-                info, producer = live, items.decode_producer(producer_item, live.incarnation)
-                fresh = True
-            decision = decide_append(
-                WriteState(
-                    content_type=info.content_type,
-                    closed=info.closed,
-                    closed_by=info.closed_by,
-                    last_stream_seq=info.last_stream_seq,
-                    producer=producer,
-                ),
-                intent,
-            )
-            if not decision.commits:
-                if not fresh:
-                    continue
-                reported = decision.producer.state if decision.producer else None
-                return AppendOutcome(Presence.FOUND, decision, info, reported)
-            if body is None and len(payload):
-                body = self.chunks.store_body(info.incarnation, payload)
-            new_producer = decision.producer.state if decision.producer else None
-            after = self._appended(info, intent, payload)
-            try:
-                self._commit_append(info, after, payload, body, intent, producer, new_producer)
-            except Conflict:
-                continue
-            self._recent.remember(after, producer_id, new_producer)
-            return AppendOutcome(Presence.FOUND, decision, after, new_producer)
+            step = self._append_turn(path, intent, payload, pending)
+            if isinstance(step, AppendOutcome):
+                return step
         raise StoreUnavailable("append kept losing races")
+
+    def _append_turn(
+        self, path: str, intent: AppendIntent, payload: Payload, pending: _PendingAppend
+    ) -> AppendOutcome | _Retry:
+        """One attempt, in this stream's turn. Writers to one stream in this process take
+        turns: they would only lose races to each other. Correctness still rests on the
+        conditional commit, not on this lock, since other processes (other Lambda instances)
+        append to the same stream. A throttled read backs off outside the turn, so other
+        writers of the stream carry on meanwhile."""
+        for throttled in range(_MAX_THROTTLED_READS + 1):
+            with self._turns.turn(path):
+                step = self._append_once(path, intent, payload, pending)
+            if step is not _Retry.THROTTLED:
+                return step
+            if throttled < _MAX_THROTTLED_READS:
+                self.telemetry.count(Metric.AWS_THROTTLES)
+                self._sleep(0.025 * 2**throttled)
+        raise StoreUnavailable("reads of the stream kept being throttled")
+
+    def _append_once(
+        self, path: str, intent: AppendIntent, payload: Payload, pending: _PendingAppend
+    ) -> AppendOutcome | _Retry:
+        producer_id = intent.producer.producer_id if intent.producer else None
+        if pending.guess is not None:
+            (info, producer), pending.guess = pending.guess, None
+            fresh = False
+        else:
+            read = self._get_for_write(path, producer_id)
+            if read is None:
+                return _Retry.THROTTLED
+            raw, producer_item = read
+            live = self._live(raw)
+            if live is None:
+                self._recent.forget(path)
+                return AppendOutcome(Presence.NOT_FOUND)
+            if live.soft_deleted:
+                return AppendOutcome(Presence.GONE)
+            info, producer = live, items.decode_producer(producer_item, live.incarnation)
+            fresh = True
+        decision = decide_append(
+            WriteState(
+                content_type=info.content_type,
+                closed=info.closed,
+                closed_by=info.closed_by,
+                last_stream_seq=info.last_stream_seq,
+                producer=producer,
+            ),
+            intent,
+        )
+        if not decision.commits:
+            if not fresh:
+                return _Retry.CONFLICT
+            reported = decision.producer.state if decision.producer else None
+            return AppendOutcome(Presence.FOUND, decision, info, reported)
+        pending.body = self.chunks.body_for(info.incarnation, payload, pending.body)
+        new_producer = decision.producer.state if decision.producer else None
+        after = self._appended(info, intent, payload)
+        try:
+            self._commit_append(info, after, payload, pending.body, intent, producer, new_producer)
+        except Conflict:
+            return _Retry.CONFLICT
+        self._recent.remember(after, producer_id, new_producer)
+        return AppendOutcome(Presence.FOUND, decision, after, new_producer)
 
     def _appended(self, info: StreamInfo, intent: AppendIntent, payload: Payload) -> StreamInfo:
         return replace(
@@ -394,9 +469,10 @@ class DynamoStore:
             condition += " AND #exp > :now"
             names["#exp"] = "exp"
             values[":now"] = items.n(after.last_access)
-        if before.ttl_seconds is not None:
+        dead = before.oldest_live_access(after.last_access)
+        if dead is not None:
             condition += " AND #acc > :dead"
-            values[":dead"] = items.n(after.last_access - before.ttl_seconds)
+            values[":dead"] = items.n(dead)
         update = {
             "TableName": self.table,
             "Key": items.stream_key(before.path),
@@ -462,10 +538,9 @@ class DynamoStore:
     # ---------------------------------------------------------------- TTL
 
     def renew(self, info: StreamInfo) -> None:
-        if info.ttl_seconds is None:
-            return
         now = self.clock()
-        if now - info.last_access < info.ttl_seconds * self.renew_fraction:
+        dead = info.oldest_live_access(now)
+        if dead is None or not renewal_due(info.last_access, info.renew_window, now):
             return
         # A failed condition means someone else renewed it, or it expired: nothing to do.
         with contextlib.suppress(Conflict):
@@ -479,7 +554,7 @@ class DynamoStore:
                     "ExpressionAttributeNames": {"#acc": "acc", "#inc": "inc"},
                     "ExpressionAttributeValues": {
                         ":now": items.n(now),
-                        ":dead": items.n(now - info.ttl_seconds),
+                        ":dead": items.n(dead),
                         ":inc": items.s(info.incarnation),
                     },
                 }
@@ -632,7 +707,7 @@ class DynamoStore:
             yield attempt
             attempt += 1
             if attempt > 3:
-                time.sleep(min(0.05, 0.002 * attempt))
+                self._sleep(min(0.05, 0.002 * attempt))
 
     def _write(self, actions: list[dict[str, Any]]) -> None:
         """One atomic commit. The request token makes botocore's own retries of a timed-out

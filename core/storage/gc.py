@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from . import _items as items
+from ._chunks import DATA_ROOT, data_prefix
 from .dynamo import DynamoStore
 
 DEFAULT_ORPHAN_GRACE_SECONDS = 3600.0
-_DATA_PREFIX = "data/"
 
 
 @dataclass
@@ -122,7 +122,7 @@ class Collector:
         ]
         # Objects first, then the items that name them, then the marker: an interrupted run
         # leaves the marker, and the next run finishes the job.
-        keys = [o["Key"] for o in self._objects(f"{_DATA_PREFIX}{incarnation}/")]
+        keys = [o["Key"] for o in self._objects(data_prefix(incarnation))]
         report.objects_deleted += self._delete_objects(keys)
         report.items_deleted += self._delete_items(chunk_keys + producer_keys)
         self._delete_items([items.retire_key(incarnation)])
@@ -133,8 +133,8 @@ class Collector:
     def _remove_orphans(self, report: CollectionReport) -> None:
         cutoff = self.clock() - self.orphan_grace_seconds
         by_incarnation: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for obj in self._objects(_DATA_PREFIX):
-            incarnation = obj["Key"][len(_DATA_PREFIX) :].split("/", 1)[0]
+        for obj in self._objects(DATA_ROOT):
+            incarnation = obj["Key"][len(DATA_ROOT) :].split("/", 1)[0]
             by_incarnation[incarnation].append(obj)
         for incarnation, objects in by_incarnation.items():
             old = [o for o in objects if o["LastModified"].timestamp() < cutoff]

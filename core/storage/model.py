@@ -9,6 +9,7 @@ from ..protocol.append import AppendDecision
 from ..protocol.create import StreamConfig
 from ..protocol.headers import ProducerClaim
 from ..protocol.producer import ProducerState
+from ..protocol.ttl import oldest_live_access, sliding_expiry
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,23 @@ class StreamInfo:
     # Inherited ranges, oldest source first; the stream's own data starts at fork_position.
     inherited: tuple[Segment, ...] = ()
     ref_count: int = 0
+    # Sliding TTL: reads within this many seconds of `last_access` are not recorded.
+    renew_window: float = 0.0
 
     def expiry_time(self) -> float | None:
         candidates = []
         if self.expires_at is not None:
             candidates.append(self.expires_at)
         if self.ttl_seconds is not None:
-            candidates.append(self.last_access + self.ttl_seconds)
+            candidates.append(sliding_expiry(self.last_access, self.ttl_seconds, self.renew_window))
         return min(candidates) if candidates else None
+
+    def oldest_live_access(self, now: float) -> float | None:
+        """For TTL streams, the access time a conditional write must see exceeded to know the
+        stream is still alive at `now`."""
+        if self.ttl_seconds is None:
+            return None
+        return oldest_live_access(now, self.ttl_seconds, self.renew_window)
 
     def is_expired(self, now: float) -> bool:
         expiry = self.expiry_time()

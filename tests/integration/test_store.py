@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 from typing import Any
 
 import pytest
@@ -238,20 +239,43 @@ def test_ttl_expiry_and_sliding_renewal_without_a_write_per_read(backend: Backen
         "before-call.dynamodb.UpdateItem", lambda **kw: calls.append("update")
     )
     store.create("t", spec(ttl=100))
-    clock.now += 5  # within 10% of the TTL: reads do not write
+    clock.now += 5  # within the 10 s renewal window: reads do not write
     store.renew(store.get("t"))  # type: ignore[arg-type]
     assert calls == []
     clock.now += 90  # 95 s idle: due for renewal
     store.renew(store.get("t"))  # type: ignore[arg-type]
     assert calls == ["update"]
-    clock.now += 90  # 90 s after the renewal: still alive
+    clock.now += 100  # 100 s after the renewal: the countdown has not run out
     assert store.get("t") is not None
-    clock.now += 11  # 101 s after the renewal: expired
+    clock.now += 10  # renewal + TTL + window: expired (at most one window late)
     assert store.get("t") is None
     appended = store.append("t", *plain(b"x"))
     assert appended.presence is Presence.NOT_FOUND
     # An expired path can be created again; the old incarnation is retired.
     assert store.create("t", spec()).status is CreateStatus.CREATED
+
+
+def test_a_read_inside_the_renewal_window_still_restarts_the_countdown(backend: Backend) -> None:
+    """TTL 10 s, window 1 s: a read 0.9 s after the last renewal writes nothing, yet the
+    stream must live until that read plus 10 s (10.9 s), not expire at 10 s."""
+    clock = FakeClock()
+    store = DynamoStore(
+        backend.dynamodb,
+        backend.s3,
+        backend.settings.table,
+        backend.settings.bucket,
+        clock=clock,
+        renew_fraction=0.1,
+    )
+    store.create("t", spec(ttl=10))
+    created = clock.now
+    clock.now = created + 0.9
+    store.renew(store.get("t"))  # type: ignore[arg-type]
+    for alive_at in (10.0, 10.5, 10.89):
+        clock.now = created + alive_at
+        assert store.get("t") is not None, f"expired early at {alive_at} s"
+    clock.now = created + 11.0
+    assert store.get("t") is None
 
 
 def test_renewal_never_resurrects_an_expired_stream(backend: Backend) -> None:
@@ -334,3 +358,75 @@ def test_sequential_appends_skip_the_read(backend: Backend) -> None:
     for _ in range(5):
         store.append("hot", *plain(b"token"))
     assert calls == ["TransactWriteItems"] * 5
+
+
+class ThrottledBatchReads:
+    """A DynamoDB client whose BatchGetItem leaves every key unprocessed (DynamoDB's way of
+    saying it throttled them) for its first `throttled` calls."""
+
+    def __init__(self, real: Any, throttled: int) -> None:
+        self.real = real
+        self.meta = real.meta
+        self.remaining = throttled
+
+    def batch_get_item(self, **kwargs: Any) -> Any:
+        if self.remaining > 0:
+            self.remaining -= 1
+            return {"Responses": {}, "UnprocessedKeys": kwargs["RequestItems"]}
+        return self.real.batch_get_item(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_a_throttled_read_backs_off_without_holding_up_other_writers(backend: Backend) -> None:
+    """A producer append whose read is throttled backs off; meanwhile another writer of the
+    same stream in the same process must get its turn and commit."""
+    other_committed = threading.Event()
+    waited: list[bool] = []
+
+    def backoff(seconds: float) -> None:
+        backing_off.set()
+        waited.append(other_committed.wait(10))
+
+    backing_off = threading.Event()
+    store = DynamoStore(
+        ThrottledBatchReads(backend.dynamodb, throttled=2),
+        backend.s3,
+        backend.settings.table,
+        backend.settings.bucket,
+        sleep=backoff,
+    )
+    store.create("s", spec())
+    producer = AppendIntent(TEXT, True, False, producer=ProducerClaim("p", 0, 0))
+    results: list[Any] = []
+    throttled_writer = threading.Thread(
+        target=lambda: results.append(store.append("s", producer, Payload(b"p0,")))
+    )
+    throttled_writer.start()
+    assert backing_off.wait(10)
+    other = store.append("s", *plain(b"plain,"))
+    other_committed.set()
+    throttled_writer.join(20)
+    assert other.decision is not None and other.decision.verdict is Verdict.COMMIT
+    assert waited == [True, True], "the other writer waited for the throttled one's backoff"
+    assert results[0].decision.verdict is Verdict.COMMIT
+    assert read_all(store, "s") == b"plain,p0,"
+    assert store._turns.active() == 0, "a finished writer left its turn behind"
+
+
+def test_reads_throttled_past_the_budget_surface_as_unavailable(backend: Backend) -> None:
+    pauses: list[float] = []
+    store = DynamoStore(
+        ThrottledBatchReads(backend.dynamodb, throttled=100),
+        backend.s3,
+        backend.settings.table,
+        backend.settings.bucket,
+        sleep=pauses.append,
+    )
+    store.create("s", spec())
+    producer = AppendIntent(TEXT, True, False, producer=ProducerClaim("p", 0, 0))
+    with pytest.raises(StoreUnavailable):
+        store.append("s", producer, Payload(b"x"))
+    assert pauses == [0.025 * 2**n for n in range(8)]
+    assert read_all(store, "s") == b""
