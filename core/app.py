@@ -5,15 +5,17 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI, Request
+from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 
 from .config import Settings
 from .http import responses
 from .http.middleware import AccessLog, SecurityHeaders
-from .http.streams import StreamEndpoints, validate_path
+from .http.streams import StreamEndpoints
 from .http.wakeups import Wakeups
 from .protocol.errors import ProtocolError
+from .protocol.paths import parse_stream_path
 from .storage import StoreUnavailable, StreamStore
 from .telemetry import Telemetry
 
@@ -35,6 +37,13 @@ def create_app(
     async def _protocol_error(_: Request, exc: ProtocolError) -> Response:
         return responses.protocol_error(exc)
 
+    @app.exception_handler(HTTPException)
+    async def _routing_error(_: Request, exc: HTTPException) -> Response:
+        # Unknown paths and methods answer in the same shape as every other error.
+        return responses.error(
+            exc.status_code, responses.error_code(exc.status_code), exc.detail, exc.headers
+        )
+
     @app.exception_handler(StoreUnavailable)
     async def _unavailable(_: Request, exc: StoreUnavailable) -> Response:
         logger.warning("storage unavailable: %s", exc)
@@ -47,7 +56,7 @@ def create_app(
 
     @app.api_route(settings.base_path + "/{path:path}", methods=_METHODS)
     async def stream(request: Request, path: str) -> Response:
-        path = validate_path(path)
+        path = parse_stream_path(path)
         method = request.method
         if method == "GET":
             return await endpoints.read(request, path)

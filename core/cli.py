@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .config import Settings
+from .config import Settings, SettingsError, load_settings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4437
@@ -18,14 +18,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .runtime import build_backend, ensure_resources, use_emulator_credentials
 
-    overrides: dict[str, object] = {}
-    if args.long_poll_timeout is not None:
-        overrides["long_poll_timeout"] = args.long_poll_timeout
-    if args.table:
-        overrides["table"] = args.table
-    if args.bucket:
-        overrides["bucket"] = args.bucket
-    settings = Settings(**overrides)  # type: ignore[arg-type]
+    settings = _settings(args, long_poll_timeout=args.long_poll_timeout)
 
     emulator = None
     if args.aws:
@@ -65,15 +58,17 @@ def _gc(args: argparse.Namespace) -> int:
     from .runtime import build_backend
     from .storage import Collector
 
-    overrides: dict[str, object] = {}
-    if args.table:
-        overrides["table"] = args.table
-    if args.bucket:
-        overrides["bucket"] = args.bucket
-    backend = build_backend(Settings(**overrides))  # type: ignore[arg-type]
+    backend = build_backend(_settings(args))
     report = Collector(backend.store, orphan_grace_seconds=args.orphan_grace).run()
     print(json.dumps(report.as_dict()))
     return 0
+
+
+def _settings(args: argparse.Namespace, **extra: object) -> Settings:
+    """Settings from the environment, with the command line's --table, --bucket and `extra`
+    taking precedence where given."""
+    given = {"table": args.table, "bucket": args.bucket, **extra}
+    return load_settings(**{name: value for name, value in given.items() if value is not None})
 
 
 _ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_DYNAMODB")
@@ -120,7 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.handler(args))
+    try:
+        return int(args.handler(args))
+    except SettingsError as exc:
+        print(f"dsaws: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,15 +1,31 @@
 """Server settings. Every field can be set by an environment variable prefixed `DS_`
-(for example `DS_LONG_POLL_TIMEOUT=15`); that is how the Lambda function is configured."""
+(for example `DS_LONG_POLL_TIMEOUT=15`); that is how the Lambda function is configured.
+
+Settings that cannot work where the server runs are refused when it starts (`load_settings`),
+not discovered by the first request that needs them.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MIB = 1024 * 1024
+# A Function URL carries at most 6 MB each way (6,291,556 bytes); this leaves room for the
+# status, the headers and the JSON envelope around a response body.
+LAMBDA_MAX_RESPONSE_BYTES = 6_000_000
+# A request body reaches the function base64-encoded inside that same 6 MB.
+LAMBDA_MAX_APPEND_BYTES = 4 * MIB
+# A wait (long-poll, SSE window, contended write) must end this long before the function's
+# timeout, to leave room for the reads and writes around it and for the response.
+WAIT_MARGIN_SECONDS = 5.0
+
+
+def running_in_lambda() -> bool:
+    return bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
 
 
 class Settings(BaseSettings):
@@ -23,15 +39,21 @@ class Settings(BaseSettings):
     long_poll_timeout: float = Field(15.0, ge=0, description="seconds a long-poll may wait")
     poll_interval: float = Field(0.2, gt=0, description="seconds between tail checks")
     max_read_bytes: int = Field(1 * MIB, gt=0, description="largest read response body")
+    max_response_bytes: int = Field(
+        LAMBDA_MAX_RESPONSE_BYTES,
+        ge=16 * 1024,
+        description="largest response body once encoded for the front door (base64, escapes)",
+    )
     max_append_bytes: int = Field(4 * MIB, gt=0, description="largest accepted request body")
     inline_max_bytes: int = Field(64 * 1024, gt=0, le=200 * 1024)
     ttl_renew_fraction: float = Field(0.1, gt=0, le=1)
     write_deadline: float = Field(10.0, gt=0, description="seconds to win a contended write")
+    function_timeout: float | None = Field(
+        None, gt=0, description="the Lambda function's timeout in seconds (set by the template)"
+    )
 
     sse_mode: Literal["stream", "window"] = Field(
-        default_factory=lambda: (
-            "window" if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") else "stream"
-        ),
+        default_factory=lambda: "window" if running_in_lambda() else "stream",
         description="stream under uvicorn; window for buffered hosts (chosen inside Lambda)",
     )
     sse_lifetime: float = Field(60.0, gt=0, description="seconds before an SSE stream ends")
@@ -43,3 +65,73 @@ class Settings(BaseSettings):
     cache_max_age: int = 60
     stale_while_revalidate: int = 300
     retry_after_seconds: int = 1
+
+    @model_validator(mode="after")
+    def _fits_the_host(self) -> Settings:
+        problems = [*self._lambda_problems(), *self._timeout_problems()]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def _lambda_problems(self) -> list[str]:
+        if not running_in_lambda():
+            return []
+        problems = []
+        if self.sse_mode == "stream":
+            problems.append(
+                "DS_SSE_MODE=stream cannot work inside Lambda, whose responses are buffered: "
+                "use window"
+            )
+        if self.max_response_bytes > LAMBDA_MAX_RESPONSE_BYTES:
+            problems.append(
+                f"DS_MAX_RESPONSE_BYTES={self.max_response_bytes} is more than a Lambda "
+                f"response carries ({LAMBDA_MAX_RESPONSE_BYTES})"
+            )
+        if self.max_append_bytes > LAMBDA_MAX_APPEND_BYTES:
+            problems.append(
+                f"DS_MAX_APPEND_BYTES={self.max_append_bytes} is more than a Lambda request "
+                f"carries once base64-encoded ({LAMBDA_MAX_APPEND_BYTES})"
+            )
+        return problems
+
+    def _timeout_problems(self) -> list[str]:
+        if self.function_timeout is None:
+            return []
+        waits = {
+            "DS_LONG_POLL_TIMEOUT": self.long_poll_timeout,
+            "DS_WRITE_DEADLINE": self.write_deadline,
+        }
+        if self.sse_mode == "window":
+            waits["DS_SSE_WINDOW"] = self.sse_window_seconds
+        else:
+            waits["DS_SSE_LIFETIME"] = self.sse_lifetime
+        limit = self.function_timeout - WAIT_MARGIN_SECONDS
+        return [
+            f"{name}={seconds:g} s must end {WAIT_MARGIN_SECONDS:g} s before the function's "
+            f"{self.function_timeout:g} s timeout (at most {limit:g} s)"
+            for name, seconds in waits.items()
+            if seconds > limit
+        ]
+
+    @property
+    def sse_window_seconds(self) -> float:
+        """How long a bounded-window SSE response waits for data."""
+        return self.sse_window if self.sse_window is not None else self.long_poll_timeout
+
+
+class SettingsError(Exception):
+    """Settings that are invalid or cannot work here, in one line per problem."""
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment (and `overrides`), refused with a readable message when
+    they cannot work."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error["loc"])
+            message = str(error["msg"]).removeprefix("Value error, ")
+            lines.append(f"DS_{where.upper()}: {message}" if where else message)
+        raise SettingsError("invalid settings: " + "; ".join(lines)) from None

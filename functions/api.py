@@ -14,7 +14,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from mangum import Mangum
 
-from core.config import Settings
+from core.config import load_settings
+from core.http.envelope import TEXT_MIME_TYPES
 from core.runtime import build_backend
 from core.telemetry import Metric
 
@@ -33,8 +34,11 @@ class PowertoolsTelemetry:
         )
 
 
-_backend = build_backend(Settings(), telemetry=PowertoolsTelemetry())
-_asgi = Mangum(_backend.app(access_log=logger), lifespan="off")
+# Settings that cannot work here fail the function's initialisation with a readable message.
+_backend = build_backend(load_settings(), telemetry=PowertoolsTelemetry())
+_asgi = Mangum(
+    _backend.app(access_log=logger), lifespan="off", text_mime_types=list(TEXT_MIME_TYPES)
+)
 
 
 def _traced(function: Any) -> Any:

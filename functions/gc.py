@@ -6,12 +6,12 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from core.config import Settings
+from core.config import load_settings
 from core.runtime import build_backend
 from core.storage import Collector
 
 logger = Logger(service="durable-streams-gc")
-_backend = build_backend(Settings())
+_backend = build_backend(load_settings())
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -54,6 +54,7 @@ def lambda_environment(endpoint: str, table: str, bucket: str) -> dict[str, str]
         "AWS_LAMBDA_FUNCTION_NAME": "dsaws-local",
         "DS_TABLE": table,
         "DS_BUCKET": bucket,
+        "DS_FUNCTION_TIMEOUT": "30",  # as LambdaContext's deadline
         "POWERTOOLS_METRICS_NAMESPACE": "DurableStreams",
         "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
     }
@@ -71,11 +72,12 @@ def function_url_event(
             cookies.extend(part.strip() for part in value.split(";") if part.strip())
             continue
         joined[key] = f"{joined[key]},{value}" if key in joined else value
+    joined.setdefault("host", "localhost")  # a Function URL always names its own domain
     query: dict[str, str] = {}
     for key, value in parse_qsl(split.query, keep_blank_values=True):
         query[key] = f"{query[key]},{value}" if key in query else value
     content_type = joined.get("content-type", "")
-    is_text = content_type.startswith(_TEXT_TYPES)
+    is_text = content_type.startswith(_TEXT_TYPES) and _is_utf8(body)
     now = time.time()
     event: dict[str, Any] = {
         "version": "2.0",
@@ -110,6 +112,14 @@ def function_url_event(
     if body:
         event["body"] = body.decode("utf-8") if is_text else base64.b64encode(body).decode()
     return event
+
+
+def _is_utf8(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def make_request_handler(handler: Handler) -> type[BaseHTTPRequestHandler]:
@@ -200,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long-poll-timeout", type=float, default=1.0)
     args = parser.parse_args(argv)
 
-    from core.config import Settings
+    from core.config import Settings, load_settings
     from core.runtime import build_backend, ensure_resources, use_emulator_credentials
     from infra.emulator import Emulator
 
@@ -209,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     defaults = Settings()
     os.environ.update(lambda_environment(emulator.endpoint, defaults.table, defaults.bucket))
     os.environ["DS_LONG_POLL_TIMEOUT"] = str(args.long_poll_timeout)
-    ensure_resources(build_backend(Settings(), endpoint=emulator.endpoint))
+    ensure_resources(build_backend(load_settings(), endpoint=emulator.endpoint))
     from functions.api import handler
 
     server = serve(handler, args.host, args.port)

@@ -10,9 +10,10 @@ from ..protocol import caching
 from ..protocol.append import AppendIntent, Verdict
 from ..protocol.errors import ProtocolError
 from ..protocol.headers import format_expires_at
+from ..protocol.jsonmode import join_messages
 from ..protocol.offsets import format_offset
 from ..protocol.producer import ProducerState
-from ..storage.model import AppendOutcome, StreamInfo
+from ..storage.model import AppendOutcome, CreateOutcome, CreateStatus, ReadBatch, StreamInfo
 
 STREAM_NEXT_OFFSET = "Stream-Next-Offset"
 STREAM_CLOSED = "Stream-Closed"
@@ -27,6 +28,9 @@ PRODUCER_SEQ = "Producer-Seq"
 PRODUCER_EXPECTED_SEQ = "Producer-Expected-Seq"
 PRODUCER_RECEIVED_SEQ = "Producer-Received-Seq"
 STREAM_SSE_DATA_ENCODING = "Stream-SSE-Data-Encoding"
+STREAM_FORKED_FROM = "Stream-Forked-From"
+STREAM_FORK_OFFSET = "Stream-Fork-Offset"
+STREAM_FORK_SUB_OFFSET = "Stream-Fork-Sub-Offset"
 
 PROTOCOL_HEADERS = [
     STREAM_NEXT_OFFSET,
@@ -41,10 +45,10 @@ PROTOCOL_HEADERS = [
     PRODUCER_SEQ,
     PRODUCER_EXPECTED_SEQ,
     PRODUCER_RECEIVED_SEQ,
-    "Stream-Forked-From",
-    "Stream-Fork-Offset",
-    "Stream-Fork-Sub-Offset",
-    "Stream-SSE-Data-Encoding",
+    STREAM_FORKED_FROM,
+    STREAM_FORK_OFFSET,
+    STREAM_FORK_SUB_OFFSET,
+    STREAM_SSE_DATA_ENCODING,
 ]
 
 
@@ -58,18 +62,25 @@ def error(status: int, code: str, message: str, headers: dict[str, str] | None =
     )
 
 
+_ERROR_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    410: "gone",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    501: "not_implemented",
+    503: "unavailable",
+}
+
+
+def error_code(status: int) -> str:
+    return _ERROR_CODES.get(status, "error")
+
+
 def protocol_error(exc: ProtocolError) -> Response:
-    codes = {
-        400: "bad_request",
-        404: "not_found",
-        405: "method_not_allowed",
-        409: "conflict",
-        410: "gone",
-        413: "payload_too_large",
-        501: "not_implemented",
-        503: "unavailable",
-    }
-    return error(exc.status, codes.get(exc.status, "error"), exc.message, exc.headers)
+    return error(exc.status, error_code(exc.status), exc.message, exc.headers)
 
 
 def not_found() -> Response:
@@ -78,6 +89,52 @@ def not_found() -> Response:
 
 def gone() -> Response:
     return error(410, "gone", "stream was deleted; only its forks still read its data")
+
+
+def read_body(batch: ReadBatch) -> bytes:
+    """What a read serves: a JSON array of the messages, or the bytes."""
+    return join_messages(list(batch.messages)) if batch.messages is not None else batch.data
+
+
+_CREATE_REJECTIONS = {
+    CreateStatus.CONFLICT: (
+        409,
+        "stream_exists",
+        "a stream with a different configuration exists at this path",
+    ),
+    CreateStatus.SOURCE_NOT_FOUND: (404, "source_not_found", "the fork source does not exist"),
+    CreateStatus.SOURCE_GONE: (409, "source_deleted", "the fork source has been deleted"),
+    CreateStatus.CONTENT_TYPE_MISMATCH: (
+        409,
+        "content_type_mismatch",
+        "a fork's content type must be its source's",
+    ),
+    CreateStatus.OFFSET_BEYOND_TAIL: (
+        400,
+        "fork_offset_beyond_tail",
+        "Stream-Fork-Offset is past the source's tail",
+    ),
+    CreateStatus.SUB_OFFSET_OVERSHOOT: (
+        400,
+        "fork_sub_offset_overshoot",
+        "Stream-Fork-Sub-Offset is past the source's data",
+    ),
+}
+
+
+def create_response(outcome: CreateOutcome, location: str) -> Response:
+    """The response to a PUT: 201 with the new stream's Location, 200 when it already
+    existed as asked, or why it could not be created."""
+    if outcome.status in _CREATE_REJECTIONS:
+        status, code, message = _CREATE_REJECTIONS[outcome.status]
+        if outcome.status is CreateStatus.CONFLICT and outcome.info and outcome.info.soft_deleted:
+            message = "a deleted stream with live forks still holds this path"
+        return error(status, code, message)
+    assert outcome.info is not None
+    headers = stream_headers(outcome.info)
+    if outcome.status is CreateStatus.CREATED:
+        return Response(status_code=201, headers={**headers, "Location": location})
+    return Response(status_code=200, headers=headers)
 
 
 def offset_headers(position: int, closed: bool) -> dict[str, str]:

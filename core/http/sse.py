@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 from starlette.concurrency import run_in_threadpool
 
-from ..protocol.jsonmode import join_messages
 from ..protocol.offsets import format_offset
-from ..protocol.sse import control_event, data_event
-from ..storage import StreamInfo, StreamStore
+from ..protocol.sse import control_event, data_event, uses_base64
+from ..storage import ReadBatch, StreamInfo, StreamStore
+from .envelope import fit_read
 from .live import TailWatcher
+from .responses import read_body
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,13 @@ class SseSessions:
         store: StreamStore,
         watcher: TailWatcher,
         max_read_bytes: int,
+        event_budget: int,
         cursor_for: Callable[[StreamInfo, str | None], str],
     ) -> None:
         self.store = store
         self.watcher = watcher
         self.max_read_bytes = max_read_bytes
+        self.event_budget = event_budget  # the most a data event may weigh at the front door
         self.cursor_for = cursor_for
         self.active = 0
 
@@ -65,17 +68,11 @@ class SseSessions:
                 batch = await run_in_threadpool(
                     self.store.read, current, position, self.max_read_bytes
                 )
+                event, batch = self._data_event(batch, current.content_type)
                 position = batch.end
-                payload = (
-                    join_messages(list(batch.messages))
-                    if batch.messages is not None
-                    else batch.data
-                )
                 at_tail = position >= current.tail
                 # One write for the pair: a data event is never seen without its control.
-                yield data_event(payload, current.content_type) + self._control(
-                    current, position, at_tail, plan
-                )
+                yield event + self._control(current, position, at_tail, plan)
                 announced = True
                 if (current.closed and at_tail) or plan.stop_after_data:
                     return
@@ -92,6 +89,16 @@ class SseSessions:
             current = await self.watcher.wait_for_change(plan.path, position, remaining)
             if current is not None and current.tail <= position and not current.closed:
                 return  # the lifetime ended with nothing new
+
+    def _data_event(self, batch: ReadBatch, content_type: str) -> tuple[bytes, ReadBatch]:
+        """The data event for as much of `batch` as one event may carry, and that part."""
+
+        def render(part: ReadBatch) -> bytes:
+            return data_event(read_body(part), content_type)
+
+        text = not uses_base64(content_type)
+        fitted = fit_read(batch, render, "text/event-stream", self.event_budget, text=text)
+        return render(fitted), fitted
 
     def _control(self, info: StreamInfo, position: int, up_to_date: bool, plan: SsePlan) -> bytes:
         closed = info.closed and position >= info.tail

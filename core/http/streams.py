@@ -1,10 +1,16 @@
-"""The stream endpoints: each reads as parse -> validate -> execute -> respond."""
+"""The stream endpoints: each reads as parse -> validate -> execute -> respond.
+
+Everything a response needs from the request (including its Location) is parsed and checked
+before the store is called, so a request is refused whole or executed whole: building the
+answer to a write that has been committed cannot fail.
+"""
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -17,12 +23,17 @@ from ..protocol.cursor import next_cursor
 from ..protocol.errors import ProtocolError, bad_request
 from ..protocol.headers import (
     DEFAULT_CONTENT_TYPE,
+    check_content_encoding,
+    check_lifetime,
     is_json,
     is_true,
+    parse_content_type,
     parse_expires_at,
     parse_producer,
+    parse_stream_seq,
     parse_sub_offset,
     parse_ttl,
+    single_value,
 )
 from ..protocol.jsonmode import join_messages, split_messages
 from ..protocol.offsets import (
@@ -31,10 +42,10 @@ from ..protocol.offsets import (
     parse_position,
     parse_read_start,
 )
-from ..protocol.sse import uses_base64
+from ..protocol.paths import parse_stream_path
+from ..protocol.sse import data_event, uses_base64
 from ..storage import (
     CreateSpec,
-    CreateStatus,
     ForkRequest,
     Payload,
     Presence,
@@ -43,11 +54,16 @@ from ..storage import (
 )
 from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import responses as r
+from .envelope import SSE_CONTROL_ALLOWANCE, encoded_size, fit_read
 from .live import TailWatcher
 from .sse import SsePlan, SseSessions
 from .wakeups import Wakeups
 
-_MAX_PATH_LENGTH = 1024
+_HOST = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+# The most one byte of a JSON message can grow to in a response: a line break inside an SSE
+# event becomes an escaped newline plus a new "data:" prefix.
+_WORST_EXPANSION = 7
+_FRAMING_ROOM = 256
 
 
 @dataclass(frozen=True)
@@ -71,82 +87,87 @@ class StreamEndpoints:
         self.wakeups = wakeups
         self.telemetry: Telemetry = telemetry or NoTelemetry()
         self.watcher = TailWatcher(store, wakeups, settings.poll_interval)
-        self.sse = SseSessions(store, self.watcher, settings.max_read_bytes, self._cursor_for)
+        self.sse = SseSessions(
+            store,
+            self.watcher,
+            settings.max_read_bytes,
+            settings.max_response_bytes - SSE_CONTROL_ALLOWANCE,
+            self._cursor_for,
+        )
 
     # ------------------------------------------------------------------ PUT
 
     async def create(self, request: Request, path: str) -> Response:
-        content_type = request.headers.get("content-type")
-        ttl = parse_ttl(request.headers.get(r.STREAM_TTL))
-        expires_at = parse_expires_at(request.headers.get(r.STREAM_EXPIRES_AT))
-        if ttl is not None and expires_at is not None:
-            raise bad_request("send either Stream-TTL or Stream-Expires-At, not both")
-        fork = self._parse_fork(request)
-        if fork is None and content_type is None:
-            content_type = DEFAULT_CONTENT_TYPE
-        closed = is_true(request.headers.get(r.STREAM_CLOSED))
-        body = await self._body(request)
-        if body and content_type is None:
-            raise bad_request("a fork created with a body needs a Content-Type")
-        payload = _payload(body, content_type, allow_empty_array=True)
-        spec = CreateSpec(content_type, ttl, expires_at, closed, payload, fork)
+        spec = await self._parse_create(request)
+        location = self._location(request, path)
 
         outcome = await run_in_threadpool(self.store.create, path, spec)
 
-        if outcome.status in _CREATE_REJECTIONS:
-            status, code, message = _CREATE_REJECTIONS[outcome.status]
-            if (
-                outcome.info is not None
-                and outcome.status is CreateStatus.CONFLICT
-                and (outcome.info.soft_deleted)
-            ):
-                message = "a deleted stream with live forks still holds this path"
-            return r.error(status, code, message)
-        assert outcome.info is not None
-        headers = r.stream_headers(outcome.info)
-        if outcome.status is CreateStatus.CREATED:
-            headers["Location"] = str(request.url.replace(query=""))
-            return Response(status_code=201, headers=headers)
-        return Response(status_code=200, headers=headers)
+        return r.create_response(outcome, location)
+
+    async def _parse_create(self, request: Request) -> CreateSpec:
+        content_type = _content_type(request)
+        check_content_encoding(_header(request, "content-encoding"))
+        ttl = parse_ttl(_header(request, r.STREAM_TTL))
+        expires_at = parse_expires_at(_header(request, r.STREAM_EXPIRES_AT))
+        check_lifetime(ttl, expires_at, time.time())
+        fork = self._parse_fork(request)
+        if fork is None and content_type is None:
+            content_type = DEFAULT_CONTENT_TYPE
+        closed = is_true(_header(request, r.STREAM_CLOSED))
+        body = await self._body(request)
+        if body and content_type is None:
+            raise bad_request("a fork created with a body needs a Content-Type")
+        payload = self._payload(body, content_type, allow_empty_array=True)
+        return CreateSpec(content_type, ttl, expires_at, closed, payload, fork)
 
     def _parse_fork(self, request: Request) -> ForkRequest | None:
-        source = request.headers.get("stream-forked-from")
-        offset = request.headers.get("stream-fork-offset")
-        sub_offset = request.headers.get("stream-fork-sub-offset")
+        source = _header(request, r.STREAM_FORKED_FROM)
+        offset = _header(request, r.STREAM_FORK_OFFSET)
+        sub_offset = _header(request, r.STREAM_FORK_SUB_OFFSET)
         if source is None:
             if offset is not None or sub_offset is not None:
                 raise bad_request("fork offsets need Stream-Forked-From")
             return None
-        prefix = self.settings.base_path + "/"
-        source_path = source.strip()
-        if "://" in source_path:
-            source_path = urlsplit(source_path).path
-        if not source_path.startswith(prefix):
-            raise bad_request(f"Stream-Forked-From must be a stream path under {prefix}")
         anchor = parse_position(offset.strip()) if offset is not None else None
         units = parse_sub_offset(sub_offset)
         if units > 0 and anchor is None:
             raise bad_request("Stream-Fork-Sub-Offset needs Stream-Fork-Offset")
-        return ForkRequest(validate_path(unquote(source_path[len(prefix) :])), anchor, units)
+        return ForkRequest(self._fork_source(request, source.strip()), anchor, units)
+
+    def _fork_source(self, request: Request, value: str) -> str:
+        """The source stream of a fork: a path on this server (an absolute URL is accepted
+        only when it names this same host)."""
+        prefix = self.settings.base_path + "/"
+        try:
+            parts = urlsplit(value)
+        except ValueError as exc:
+            raise bad_request("Stream-Forked-From must be the source stream's path") from exc
+        if parts.scheme or parts.netloc:
+            same_host = parts.netloc.lower() == request.headers.get("host", "").lower()
+            if parts.scheme not in {"http", "https"} or not same_host:
+                raise bad_request(
+                    "Stream-Forked-From must name a stream on this server: send its path"
+                )
+        if parts.query or parts.fragment or not parts.path.startswith(prefix):
+            raise bad_request(f"Stream-Forked-From must be a stream path under {prefix}")
+        return parse_stream_path(unquote(parts.path[len(prefix) :]))
+
+    def _location(self, request: Request, path: str) -> str:
+        """The new stream's URL: percent-encoded, on the host the request named."""
+        host = request.headers.get("host")
+        if host is None and request.scope.get("server"):
+            host = "{}:{}".format(*request.scope["server"])  # an HTTP/1.0 request
+        if host is None or not _HOST.fullmatch(host):
+            raise bad_request("the Host header is not a valid host")
+        scheme = request.scope.get("scheme")
+        scheme = scheme if scheme in {"http", "https"} else "https"
+        return f"{scheme}://{host}{self.settings.base_path}/{quote(path)}"
 
     # ------------------------------------------------------------------ POST
 
     async def append(self, request: Request, path: str) -> Response:
-        close = is_true(request.headers.get(r.STREAM_CLOSED))
-        producer = parse_producer(
-            request.headers.get(r.PRODUCER_ID),
-            request.headers.get(r.PRODUCER_EPOCH),
-            request.headers.get(r.PRODUCER_SEQ),
-        )
-        content_type = request.headers.get("content-type")
-        stream_seq = request.headers.get(r.STREAM_SEQ)
-        body = await self._body(request)
-        if not body and not close:
-            raise bad_request("an append needs a body (or Stream-Closed: true to close)")
-        if body and not content_type:
-            raise bad_request("an append with a body needs a Content-Type")
-        payload = _payload(body, content_type, allow_empty_array=False) if body else Payload()
-        intent = AppendIntent(content_type, bool(body), close, stream_seq, producer)
+        intent, payload = await self._parse_append(request)
 
         outcome = await run_in_threadpool(self.store.append, path, intent, payload)
 
@@ -159,6 +180,25 @@ class StreamEndpoints:
             self.telemetry.count(Metric.APPENDS)
             self.telemetry.count(Metric.BYTES_APPENDED, len(payload))
         return r.append_response(outcome, intent)
+
+    async def _parse_append(self, request: Request) -> tuple[AppendIntent, Payload]:
+        close = is_true(_header(request, r.STREAM_CLOSED))
+        producer = parse_producer(
+            _header(request, r.PRODUCER_ID),
+            _header(request, r.PRODUCER_EPOCH),
+            _header(request, r.PRODUCER_SEQ),
+        )
+        stream_seq = parse_stream_seq(_header(request, r.STREAM_SEQ))
+        check_content_encoding(_header(request, "content-encoding"))
+        body = await self._body(request)
+        if not body and not close:
+            raise bad_request("an append needs a body (or Stream-Closed: true to close)")
+        # A close-only request is never refused for its Content-Type (the protocol's rule).
+        content_type = _content_type(request) if body else None
+        if body and content_type is None:
+            raise bad_request("an append with a body needs a Content-Type")
+        payload = self._payload(body, content_type, allow_empty_array=False)
+        return AppendIntent(content_type, bool(body), close, stream_seq, producer), payload
 
     # ------------------------------------------------------------------ HEAD
 
@@ -226,11 +266,7 @@ class StreamEndpoints:
 
     async def _sse(self, path: str, info: StreamInfo, position: int, read: ReadRequest) -> Response:
         window = self.settings.sse_mode == "window"
-        lifetime = (
-            (self.settings.sse_window or self.settings.long_poll_timeout)
-            if window
-            else self.settings.sse_lifetime
-        )
+        lifetime = self.settings.sse_window_seconds if window else self.settings.sse_lifetime
         plan = SsePlan(path, position, lifetime, stop_after_data=window, client_cursor=read.cursor)
         headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         if uses_base64(info.content_type):
@@ -247,6 +283,13 @@ class StreamEndpoints:
         batch = await run_in_threadpool(
             self.store.read, info, position, self.settings.max_read_bytes
         )
+        batch = fit_read(
+            batch,
+            r.read_body,
+            info.content_type,
+            self.settings.max_response_bytes,
+            text=not uses_base64(info.content_type),
+        )
         up_to_date = batch.end >= info.tail
         closed = info.closed and up_to_date
         headers = {"Content-Type": info.content_type, **r.offset_headers(batch.end, closed)}
@@ -262,8 +305,7 @@ class StreamEndpoints:
         if caching.etag_matches(read.if_none_match, tag):
             headers.pop("Content-Type")
             return Response(status_code=304, headers=headers)
-        body = join_messages(list(batch.messages)) if batch.messages is not None else batch.data
-        return Response(body, status_code=200, headers=headers)
+        return Response(r.read_body(batch), status_code=200, headers=headers)
 
     def _tail_response(self, info: StreamInfo, status: int, cursor: str | None = None) -> Response:
         """Nothing to return: the client is at the tail (offset=now, or a long-poll)."""
@@ -313,41 +355,44 @@ class StreamEndpoints:
                 raise ProtocolError(413, f"request body is larger than {limit} bytes")
         return bytes(received)
 
+    def _payload(
+        self, body: bytes, content_type: str | None, *, allow_empty_array: bool
+    ) -> Payload:
+        if not body:
+            return Payload()
+        if content_type is None or not is_json(content_type):
+            return Payload(body)
+        messages = split_messages(body, allow_empty_array=allow_empty_array)
+        for message in messages:
+            self._check_readable(message, content_type)
+        return Payload(b"".join(messages), tuple(len(m) for m in messages))
 
-_CREATE_REJECTIONS = {
-    CreateStatus.CONFLICT: (
-        409,
-        "stream_exists",
-        "a stream with a different configuration exists at this path",
-    ),
-    CreateStatus.SOURCE_NOT_FOUND: (404, "source_not_found", "the fork source does not exist"),
-    CreateStatus.SOURCE_GONE: (409, "source_deleted", "the fork source has been deleted"),
-    CreateStatus.CONTENT_TYPE_MISMATCH: (
-        409,
-        "content_type_mismatch",
-        "a fork's content type must be its source's",
-    ),
-    CreateStatus.OFFSET_BEYOND_TAIL: (
-        400,
-        "fork_offset_beyond_tail",
-        "Stream-Fork-Offset is past the source's tail",
-    ),
-    CreateStatus.SUB_OFFSET_OVERSHOOT: (
-        400,
-        "fork_sub_offset_overshoot",
-        "Stream-Fork-Sub-Offset is past the source's data",
-    ),
-}
+    def _check_readable(self, message: bytes, content_type: str) -> None:
+        """A JSON message is served whole, so it must fit in one response through the front
+        door, alone, in every read mode; one that could never be read back is refused."""
+        budget = self.settings.max_response_bytes - SSE_CONTROL_ALLOWANCE
+        if len(message) * _WORST_EXPANSION + _FRAMING_ROOM <= budget:
+            return
+        alone = join_messages([message])
+        sizes = (
+            encoded_size(alone, content_type),
+            encoded_size(data_event(alone, content_type), "text/event-stream"),
+        )
+        if max(sizes) > budget:
+            raise ProtocolError(
+                413,
+                f"a JSON message of {len(message)} bytes would take {max(sizes)} bytes in a "
+                f"response, more than the {budget} a response may carry",
+            )
 
 
-def validate_path(path: str) -> str:
-    if not path or len(path) > _MAX_PATH_LENGTH:
-        raise bad_request("stream path must be 1 to 1024 characters")
-    if any(ord(c) < 0x20 or c == "\x7f" for c in path):
-        raise bad_request("stream path must not contain control characters")
-    if any(part in {".", ".."} for part in path.split("/")):
-        raise bad_request("stream path must not contain '.' or '..' segments")
-    return path
+def _header(request: Request, name: str) -> str | None:
+    return single_value(name, request.headers.getlist(name))
+
+
+def _content_type(request: Request) -> str | None:
+    value = _header(request, "content-type")
+    return parse_content_type(value) if value is not None else None
 
 
 def _parse_read(request: Request) -> ReadRequest:
@@ -365,15 +410,6 @@ def _parse_read(request: Request) -> ReadRequest:
         cursor=query.get("cursor"),
         if_none_match=request.headers.get("if-none-match"),
     )
-
-
-def _payload(body: bytes, content_type: str | None, *, allow_empty_array: bool) -> Payload:
-    if not body:
-        return Payload()
-    if content_type is not None and is_json(content_type):
-        messages = split_messages(body, allow_empty_array=allow_empty_array)
-        return Payload(b"".join(messages), tuple(len(m) for m in messages))
-    return Payload(body)
 
 
 def _bodyless(response: Response) -> Response:

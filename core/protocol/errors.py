@@ -19,3 +19,10 @@ class ProtocolError(Exception):
 
 def bad_request(message: str) -> ProtocolError:
     return ProtocolError(400, message)
+
+
+def quoted(value: str, limit: int = 40) -> str:
+    """A client's value, quoted for an error message and cut short: error bodies stay small
+    whatever the request carried."""
+    text = value if len(value) <= limit else value[:limit] + "..."
+    return repr(text)

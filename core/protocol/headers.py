@@ -6,7 +6,14 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from .errors import bad_request
+from .errors import ProtocolError, bad_request, quoted
+from .limits import (
+    MAX_CONTENT_TYPE_BYTES,
+    MAX_PRODUCER_ID_BYTES,
+    MAX_STREAM_SEQ_BYTES,
+    MAX_TTL_SECONDS,
+    utf8_length,
+)
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 JSON_MEDIA_TYPE = "application/json"
@@ -15,6 +22,12 @@ MAX_SAFE_INTEGER = 2**53 - 1
 # At most 16 digits: every value we accept fits well within 2^53, and int() never sees
 # an absurdly long string.
 _DECIMAL = re.compile(r"0|[1-9][0-9]{0,15}")
+# RFC 9110 media types: type "/" subtype, then parameters (token or quoted-string values).
+_TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_QUOTED_STRING = r'"(?:[\t !#-\[\]-~]|\\[\t -~])*"'
+_MEDIA_TYPE = re.compile(
+    rf"{_TOKEN}/{_TOKEN}(?:[ \t]*;[ \t]*(?:{_TOKEN}=(?:{_TOKEN}|{_QUOTED_STRING}))?)*"
+)
 _RFC3339 = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}"
     r"(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
@@ -28,6 +41,58 @@ def media_type(content_type: str) -> str:
 
 def is_json(content_type: str) -> bool:
     return media_type(content_type) == JSON_MEDIA_TYPE
+
+
+def single_value(name: str, values: list[str]) -> str | None:
+    """The one value of a protocol header. A repeated header is refused, and so is a comma in
+    its value: a Lambda Function URL joins repeated headers with commas, so that is the only
+    way both hosts (uvicorn, which sees the repeats, and Lambda, which sees the join) can give
+    the same answer."""
+    if not values:
+        return None
+    if len(values) > 1 or "," in values[0]:
+        raise bad_request(f"{name} must be sent once, with a single value (no commas)")
+    return values[0]
+
+
+def parse_content_type(value: str) -> str:
+    """A media type as RFC 9110 defines it (type/subtype and parameters), kept as sent."""
+    text = value.strip()
+    if utf8_length(text) > MAX_CONTENT_TYPE_BYTES or not _MEDIA_TYPE.fullmatch(text):
+        raise bad_request(f"Content-Type {quoted(value)} is not a media type (type/subtype)")
+    return text
+
+
+def check_content_encoding(value: str | None) -> None:
+    """Bodies are stored as sent, so they must arrive unencoded."""
+    if value is not None and value.strip().lower() not in {"", "identity"}:
+        raise ProtocolError(
+            415, f"Content-Encoding {quoted(value)} is not supported: send the body as is"
+        )
+
+
+def parse_stream_seq(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if value == "" or utf8_length(value) > MAX_STREAM_SEQ_BYTES:
+        raise bad_request(f"Stream-Seq must be 1 to {MAX_STREAM_SEQ_BYTES} bytes")
+    return value
+
+
+def check_lifetime(ttl: int | None, expires_at: float | None, now: float) -> None:
+    """A new stream's TTL or expiry: one of them at most, at least a second of life, at most
+    the documented maximum."""
+    if ttl is not None and expires_at is not None:
+        raise bad_request("send either Stream-TTL or Stream-Expires-At, not both")
+    if ttl is not None and not 1 <= ttl <= MAX_TTL_SECONDS:
+        raise bad_request(f"Stream-TTL must be between 1 and {MAX_TTL_SECONDS} seconds")
+    if expires_at is not None:
+        if expires_at <= now:
+            raise bad_request("Stream-Expires-At is in the past")
+        if expires_at > now + MAX_TTL_SECONDS:
+            raise bad_request(
+                f"Stream-Expires-At must be at most {MAX_TTL_SECONDS} seconds from now"
+            )
 
 
 def is_true(value: str | None) -> bool:
@@ -101,6 +166,8 @@ def parse_producer(
     assert producer_id is not None and epoch is not None and seq is not None
     if producer_id.strip() == "":
         raise bad_request("Producer-Id must not be empty")
+    if utf8_length(producer_id) > MAX_PRODUCER_ID_BYTES:
+        raise bad_request(f"Producer-Id must be at most {MAX_PRODUCER_ID_BYTES} bytes")
     return ProducerClaim(
         producer_id,
         _parse_counter("Producer-Epoch", epoch.strip()),

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from .errors import bad_request
+from .errors import bad_request, quoted
 
 BEGINNING = "-1"
 NOW = "now"
@@ -26,7 +26,7 @@ def parse_position(token: str) -> int:
     """The byte position of a token minted by this server; 400 for anything else."""
     match = _PATTERN.fullmatch(token)
     if match is None or match.group(1) != "0" * _WIDTH:
-        raise bad_request(f"malformed offset: {token!r}")
+        raise bad_request(f"malformed offset: {quoted(token)}")
     return int(match.group(2))
 
 

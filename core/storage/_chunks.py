@@ -118,13 +118,20 @@ class ChunkStore:
         }
 
     def read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
+        """Committed data from `start`: about `max_bytes` of it, counted as the read's body
+        (for JSON the array it is served as, separators included)."""
         json_mode = is_json(info.content_type)
         data: list[bytes] = []
         messages: list[bytes] = []
         position = start
-        budget = max_bytes
+        # JSON: "[" + messages joined by "," + "]" is one byte per message more than they are.
+        budget = max_bytes - 1 if json_mode else max_bytes
+
+        def spent() -> bool:  # the budget is used up, and the reader has made progress
+            return budget <= 0 and position > start
+
         for segment in info.segments():
-            if segment.end <= position or budget <= 0:
+            if segment.end <= position or spent():
                 continue
             for chunk in self._chunks(segment, position):
                 lo = max(position, chunk.start)
@@ -138,9 +145,9 @@ class ChunkStore:
                     size = min(hi - lo, budget)
                     data.append(self._chunk_bytes(chunk, lo, lo + size))
                     position, budget = lo + size, budget - size
-                if budget <= 0 or position < hi:
+                if spent() or position < hi:
                     break
-            if budget <= 0 or position < segment.end:
+            if spent() or position < segment.end:
                 break
         if json_mode:
             return ReadBatch(start, position, messages=tuple(messages))
@@ -158,10 +165,11 @@ class ChunkStore:
         cursor = chunk.start
         for length in lengths or ():
             if cursor >= lo and cursor + length <= hi:
-                if budget < length and not (first and not bounds):
+                served = length + 1  # with its separator
+                if budget < served and not (first and not bounds):
                     break
                 bounds.append((cursor, cursor + length))
-                budget -= length
+                budget -= served
             cursor += length
         if not bounds:
             return [], lo, budget

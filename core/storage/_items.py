@@ -14,6 +14,7 @@ import zlib
 from typing import Any
 
 from ..protocol.headers import ProducerClaim
+from ..protocol.limits import DYNAMODB_PARTITION_KEY_BYTES, DYNAMODB_SORT_KEY_BYTES, utf8_length
 from ..protocol.producer import ProducerState
 from .model import Segment, StreamInfo
 
@@ -31,12 +32,22 @@ def n(value: int | float) -> dict[str, str]:
     return {"N": repr(value) if isinstance(value, float) else str(value)}
 
 
+def _key(partition: str, sort: str) -> Item:
+    """A primary key, refused here if DynamoDB would refuse it: the request parsers keep
+    paths and producer ids within `core.protocol.limits`, so this never fires in service."""
+    if utf8_length(partition) > DYNAMODB_PARTITION_KEY_BYTES:
+        raise ValueError(f"partition key over {DYNAMODB_PARTITION_KEY_BYTES} bytes")
+    if utf8_length(sort) > DYNAMODB_SORT_KEY_BYTES:
+        raise ValueError(f"sort key over {DYNAMODB_SORT_KEY_BYTES} bytes")
+    return {"pk": s(partition), "sk": s(sort)}
+
+
 def stream_key(path: str) -> Item:
-    return {"pk": s(f"s#{path}"), "sk": s(META)}
+    return _key(f"s#{path}", META)
 
 
 def producer_key(path: str, producer_id: str) -> Item:
-    return {"pk": s(f"s#{path}"), "sk": s(f"p#{producer_id}")}
+    return _key(f"s#{path}", f"p#{producer_id}")
 
 
 def chunk_partition(incarnation: str) -> str:
@@ -49,7 +60,7 @@ def chunk_sort_key(end: int) -> str:
 
 def retire_key(incarnation: str) -> Item:
     shard = zlib.crc32(incarnation.encode()) % RETIRE_SHARDS
-    return {"pk": s(f"gc#{shard:02d}"), "sk": s(incarnation)}
+    return _key(f"gc#{shard:02d}", incarnation)
 
 
 def _num(item: Item, name: str) -> float | None:

@@ -158,6 +158,17 @@ class ReadBatch:
     data: bytes = b""
     messages: tuple[bytes, ...] | None = None
 
+    def head(self, count: int) -> ReadBatch:
+        """The first `count` messages (JSON) or bytes of this batch."""
+        if self.messages is not None:
+            if count >= len(self.messages):
+                return self
+            taken = self.messages[:count]
+            return ReadBatch(self.start, self.start + sum(map(len, taken)), messages=taken)
+        if count >= len(self.data):
+            return self
+        return ReadBatch(self.start, self.start + count, data=self.data[:count])
+
 
 class StoreUnavailable(Exception):
     """AWS throttled or failed past the retry budget; the caller should retry later."""

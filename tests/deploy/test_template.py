@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from core.config import Settings
+from core.config import Settings, load_settings
 from core.runtime import build_backend, ensure_resources
 from infra.emulator import Emulator
 from infra.lambda_bridge import function_url_event, lambda_environment
@@ -219,3 +219,26 @@ def test_sam_build_artifact_answers_function_url_events(tmp_path: Path, emulator
     answers = [json.loads(line) for line in run.stdout.splitlines() if '"statusCode"' in line]
     assert [a["statusCode"] for a in answers] == [201, 200]
     assert answers[1]["body"] == "hello"
+
+
+def test_the_api_function_knows_its_timeout_and_every_allowed_setting_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The function refuses settings whose waits outlast its timeout: the timeout it is told
+    must be its real one, and no parameter value the template allows may be refused."""
+    template = load_template()
+    api = template["Resources"]["ApiFunction"]["Properties"]
+    told = api["Environment"]["Variables"]["DS_FUNCTION_TIMEOUT"]
+    assert float(told) == float(api["Timeout"])
+    parameters = template["Parameters"]
+    largest = {
+        "DS_LONG_POLL_TIMEOUT": parameters["LongPollTimeout"]["MaxValue"],
+        "DS_MAX_READ_BYTES": parameters["MaxReadBytes"]["MaxValue"],
+        "DS_MAX_APPEND_BYTES": parameters["MaxAppendBytes"]["MaxValue"],
+        "DS_FUNCTION_TIMEOUT": told,
+        "AWS_LAMBDA_FUNCTION_NAME": "api",
+    }
+    for name, value in largest.items():
+        monkeypatch.setenv(name, str(value))
+    settings = load_settings()
+    assert settings.long_poll_timeout == parameters["LongPollTimeout"]["MaxValue"]

@@ -75,13 +75,13 @@ def test_an_invalid_update_in_a_transaction_changes_nothing(backend: Backend) ->
 
 
 def test_an_append_with_an_oversized_producer_key_commits_nothing(backend: Backend) -> None:
-    """The store below the HTTP layer's limits: DynamoDB refuses the producer item's key, so
-    the data and tail written in the same transaction must not appear either."""
+    """Below the HTTP layer's limits: the store refuses a producer key DynamoDB would refuse,
+    and neither the data nor the tail of that append appear."""
     store = backend.store
     store.create("s", CreateSpec("text/plain"))
     store._recent.forget("s")
     claim = ProducerClaim("p" * 1100, 0, 0)
-    with pytest.raises(ClientError):
+    with pytest.raises(ValueError, match="sort key over 1024 bytes"):
         store.append("s", AppendIntent("text/plain", True, False, producer=claim), Payload(b"x"))
     info = store.get("s")
     assert info is not None and info.tail == 0

@@ -37,8 +37,10 @@ class Deployment:
 
     def collect(self) -> dict[str, int]:
         run = subprocess.run(
-            [sys.executable, "-m", "core.cli", "gc", "--table", self.table]
-            + ["--bucket", self.bucket, "--orphan-grace", "0"],
+            [
+                *(sys.executable, "-m", "core.cli", "gc"),
+                *("--table", self.table, "--bucket", self.bucket, "--orphan-grace", "0"),
+            ],
             cwd=ROOT,
             env=self.env,
             capture_output=True,
@@ -60,12 +62,13 @@ def deployment(emulator: Emulator) -> Iterator[Deployment]:
         "DS_INLINE_MAX_BYTES": "1024",
     }
     args = ("--aws", "--table", table, "--bucket", bucket, "--long-poll-timeout", "1")
-    with ServerProcess(*args, env=env) as one, ServerProcess(*args, env=env) as two:
-        with (
-            httpx.Client(base_url=one.base_url, timeout=30) as first,
-            httpx.Client(base_url=two.base_url, timeout=30) as second,
-        ):
-            yield Deployment(first, second, env, table, bucket)
+    with (
+        ServerProcess(*args, env=env) as one,
+        ServerProcess(*args, env=env) as two,
+        httpx.Client(base_url=one.base_url, timeout=30) as first,
+        httpx.Client(base_url=two.base_url, timeout=30) as second,
+    ):
+        yield Deployment(first, second, env, table, bucket)
 
 
 def read_everything(client: httpx.Client) -> bytes:

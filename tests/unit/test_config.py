@@ -1,10 +1,31 @@
-"""Settings: DS_ environment variables, and the SSE mode chosen inside Lambda."""
+"""Settings: DS_ environment variables, the SSE mode chosen inside Lambda, and settings that
+cannot work refused at start with a readable message."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from core.config import Settings
+from core.config import Settings, SettingsError, load_settings
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@pytest.fixture
+def in_lambda(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "api")
+    monkeypatch.setenv("DS_FUNCTION_TIMEOUT", "30")
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("DS_") or name == "AWS_LAMBDA_FUNCTION_NAME":
+            monkeypatch.delenv(name)
 
 
 def test_settings_come_from_ds_variables(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -22,15 +43,102 @@ def test_settings_come_from_ds_variables(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_sse_streams_outside_lambda_and_uses_windows_inside(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
     assert Settings().sse_mode == "stream"
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "api")
     assert Settings().sse_mode == "window"
+
+
+def test_the_template_defaults_are_accepted_inside_lambda(
+    in_lambda: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in {
+        "DS_LONG_POLL_TIMEOUT": "25",  # the template's largest allowed value
+        "DS_MAX_READ_BYTES": str(4 * 1024 * 1024),
+        "DS_MAX_APPEND_BYTES": str(4 * 1024 * 1024),
+    }.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    assert settings.sse_mode == "window" and settings.sse_window_seconds == 25
+
+
+@pytest.mark.parametrize(
+    ("variables", "named"),
+    [
+        ({"DS_SSE_MODE": "stream"}, "DS_SSE_MODE=stream cannot work inside Lambda"),
+        ({"DS_LONG_POLL_TIMEOUT": "26"}, "DS_LONG_POLL_TIMEOUT=26 s must end 5 s before"),
+        ({"DS_SSE_WINDOW": "28"}, "DS_SSE_WINDOW=28 s"),
+        ({"DS_WRITE_DEADLINE": "40"}, "DS_WRITE_DEADLINE=40 s"),
+        ({"DS_MAX_APPEND_BYTES": str(5 * 1024 * 1024)}, "DS_MAX_APPEND_BYTES=5242880"),
+        ({"DS_MAX_RESPONSE_BYTES": "7000000"}, "DS_MAX_RESPONSE_BYTES=7000000"),
+    ],
+)
+def test_settings_that_cannot_work_inside_lambda_are_refused(
+    in_lambda: None, monkeypatch: pytest.MonkeyPatch, variables: dict[str, str], named: str
+) -> None:
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as refused:
+        load_settings()
+    assert named in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_every_problem_is_named_at_once(in_lambda: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DS_SSE_MODE", "stream")
-    assert Settings().sse_mode == "stream"
+    monkeypatch.setenv("DS_LONG_POLL_TIMEOUT", "60")
+    with pytest.raises(SettingsError) as refused:
+        load_settings()
+    assert "DS_SSE_MODE" in str(refused.value) and "DS_LONG_POLL_TIMEOUT" in str(refused.value)
 
 
-def test_invalid_settings_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_outside_lambda_only_a_given_function_timeout_bounds_the_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DS_SSE_LIFETIME", "600")
+    monkeypatch.setenv("DS_MAX_RESPONSE_BYTES", "50000000")
+    assert load_settings().sse_lifetime == 600
+    monkeypatch.setenv("DS_FUNCTION_TIMEOUT", "60")
+    with pytest.raises(SettingsError, match="DS_SSE_LIFETIME=600"):
+        load_settings()
+
+
+def test_malformed_values_are_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DS_POLL_INTERVAL", "0")
-    with pytest.raises(ValueError):
-        Settings()
+    with pytest.raises(SettingsError, match="DS_POLL_INTERVAL"):
+        load_settings()
+
+
+def test_dsaws_serve_refuses_to_start_with_a_clear_message() -> None:
+    env = {**os.environ, "DS_LONG_POLL_TIMEOUT": "50", "DS_FUNCTION_TIMEOUT": "30"}
+    run = subprocess.run(
+        [sys.executable, "-m", "core.cli", "serve", "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert run.stderr.startswith("dsaws: invalid settings: DS_LONG_POLL_TIMEOUT=50 s")
+    assert "Traceback" not in run.stderr
+
+
+def test_the_api_function_fails_its_initialisation_with_the_reason() -> None:
+    env = {
+        **os.environ,
+        "AWS_LAMBDA_FUNCTION_NAME": "api",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "DS_SSE_MODE": "stream",
+    }
+    run = subprocess.run(
+        [sys.executable, "-c", "import functions.api"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode != 0
+    assert "SettingsError: invalid settings: DS_SSE_MODE=stream cannot work inside Lambda" in (
+        run.stderr
+    )

@@ -12,14 +12,20 @@ from core.protocol.headers import (
     JSON_MEDIA_TYPE,
     MAX_SAFE_INTEGER,
     ProducerClaim,
+    check_content_encoding,
+    check_lifetime,
     format_expires_at,
     is_json,
     is_true,
     media_type,
+    parse_content_type,
     parse_expires_at,
     parse_producer,
+    parse_stream_seq,
     parse_ttl,
+    single_value,
 )
+from core.protocol.limits import MAX_PRODUCER_ID_BYTES, MAX_TTL_SECONDS
 
 JAN_1_2030 = datetime(2030, 1, 1, tzinfo=UTC).timestamp()
 
@@ -337,3 +343,134 @@ def test_constants() -> None:
     assert DEFAULT_CONTENT_TYPE == "application/octet-stream"
     assert JSON_MEDIA_TYPE == "application/json"
     assert MAX_SAFE_INTEGER == 9007199254740991
+
+
+# ---------------------------------------------------------------- single values
+
+
+def test_a_header_sent_once_is_its_value() -> None:
+    assert single_value("Stream-Seq", []) is None
+    assert single_value("Stream-Seq", ["abc"]) == "abc"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["true", "true"],  # repeated, as uvicorn sees it
+        ["true,true"],  # repeated, as a Lambda Function URL joins it
+        ["true, false"],
+        ["a,b"],
+    ],
+)
+def test_repeated_or_joined_headers_are_400(values: list[str]) -> None:
+    with pytest.raises(ProtocolError) as refused:
+        single_value("Stream-Closed", values)
+    assert refused.value.status == 400 and "Stream-Closed must be sent once" in str(refused.value)
+
+
+# ---------------------------------------------------------------- media types
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "text/plain",
+        "application/json",
+        "APPLICATION/JSON",
+        "application/json; charset=utf-8",
+        "text/plain;charset=UTF-8",
+        'text/plain; format="fixed; really"',
+        "application/vnd.example+json; version=2; q=x",
+        "  text/plain  ",
+    ],
+)
+def test_media_types_are_accepted(value: str) -> None:
+    assert parse_content_type(value) == value.strip()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "garbage",
+        "text/",
+        "/plain",
+        "text/plain/extra",
+        "text/plain, application/json",
+        "text/plain; charset",
+        'text/plain; x="unterminated',
+        "text /plain",
+        "t\u00e9xt/plain",
+        "text/pl\u00e4in",
+        "text/" + "x" * 300,
+    ],
+)
+def test_things_that_are_not_media_types_are_400(value: str) -> None:
+    _is_400(lambda: parse_content_type(value))
+
+
+def test_only_unencoded_bodies_are_accepted() -> None:
+    for value in (None, "identity", "IDENTITY", ""):
+        check_content_encoding(value)
+    for value in ("gzip", "br", "deflate", "gzip, identity"):
+        with pytest.raises(ProtocolError) as refused:
+            check_content_encoding(value)
+        assert refused.value.status == 415
+
+
+# ---------------------------------------------------------------- Stream-Seq, Producer-Id
+
+
+def test_stream_seq_must_be_short_and_not_empty() -> None:
+    assert parse_stream_seq(None) is None
+    assert parse_stream_seq("0001") == "0001"
+    assert parse_stream_seq("s" * 256) == "s" * 256
+    _is_400(lambda: parse_stream_seq(""))
+    _is_400(lambda: parse_stream_seq("s" * 257))
+
+
+def test_producer_ids_are_bounded_in_bytes() -> None:
+    longest = "\u00e9" * (MAX_PRODUCER_ID_BYTES // 2)  # two bytes each
+    assert parse_producer(longest, "0", "0") == ProducerClaim(longest, 0, 0)
+    _is_400(lambda: parse_producer(longest + "x", "0", "0"))
+    _is_400(lambda: parse_producer("p" * 1100, "0", "0"))
+
+
+# ---------------------------------------------------------------- lifetimes
+
+NOW = 1_900_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("ttl", "expires_at"),
+    [
+        (None, None),
+        (1, None),
+        (MAX_TTL_SECONDS, None),
+        (None, NOW + 0.5),
+        (None, NOW + MAX_TTL_SECONDS),
+    ],
+)
+def test_lifetimes_within_bounds(ttl: int | None, expires_at: float | None) -> None:
+    check_lifetime(ttl, expires_at, NOW)
+
+
+@pytest.mark.parametrize(
+    ("ttl", "expires_at", "why"),
+    [
+        (60, NOW + 60, "not both"),
+        (0, None, "between 1 and"),
+        (MAX_TTL_SECONDS + 1, None, "between 1 and"),
+        (None, NOW, "in the past"),
+        (None, NOW - 3600, "in the past"),
+        (None, NOW + MAX_TTL_SECONDS + 1, "at most"),
+        # 9999-12-31T23:59:59-14:00 is in the year 10000 in UTC: refused, never stored.
+        (None, parse_expires_at("9999-12-31T23:59:59-14:00"), "at most"),
+    ],
+)
+def test_lifetimes_out_of_bounds_are_400(
+    ttl: int | None, expires_at: float | None, why: str
+) -> None:
+    with pytest.raises(ProtocolError) as refused:
+        check_lifetime(ttl, expires_at, NOW)
+    assert refused.value.status == 400 and why in refused.value.message

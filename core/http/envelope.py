@@ -1,0 +1,127 @@
+"""What a response body weighs at the front door, and how much of a read fits in one response.
+
+Inside Lambda a buffered response leaves as JSON: Mangum puts the body in a JSON string, as
+text when the content type is textual and the body is valid UTF-8, as base64 otherwise, and the
+runtime serialises that string with JSON escapes (counted here as `ensure_ascii` does, every
+non-ASCII character as a `\\uXXXX` escape: the most it can cost). A Function URL refuses a
+payload over 6 MB with a 502. The raw size of a read says little about that: an SSE event
+prefixes each line with `data:`, a JSON read adds separators, text can triple under escaping,
+binary grows by a third. So every response body is measured in its encoded form and each read
+is cut to fit. Under uvicorn the same budget applies, so both hosts serve the same ranges.
+
+Cuts keep bodies valid: whole messages for JSON, and for text never inside a UTF-8 character
+(nor between a CR and its LF, which SSE framing would turn into two line breaks).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from ..storage import ReadBatch
+
+# Mangum's text types: the API function hands this list to Mangum, so the two never disagree.
+TEXT_MIME_TYPES = [
+    "text/",
+    "application/json",
+    "application/javascript",
+    "application/xml",
+    "application/vnd.api+json",
+    "application/vnd.oai.openapi",
+]
+# Room left in an SSE response for its control events and event framing.
+SSE_CONTROL_ALLOWANCE = 2048
+_CR, _LF = 0x0D, 0x0A
+
+
+def is_text(content_type: str) -> bool:
+    """Whether Mangum would try to send a body of this type as text (its own test)."""
+    return any(marker in content_type for marker in TEXT_MIME_TYPES)
+
+
+def encoded_size(body: bytes, content_type: str) -> int:
+    """The size of `body` once it is a JSON string in the Lambda response."""
+    if is_text(content_type):
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        else:
+            return len(json.dumps(text)) - 2
+    return 4 * ((len(body) + 2) // 3)
+
+
+def text_boundary(data: bytes, cut: int) -> int:
+    """`cut`, moved back so that it splits neither a UTF-8 character nor a CR LF pair. Never
+    moved to zero (a reader must always make progress); bytes that are not UTF-8 are cut
+    where asked."""
+    lead = cut - 1
+    while lead > 0 and cut - lead < 4 and 0x80 <= data[lead] < 0xC0:
+        lead -= 1
+    if lead > 0 and lead + _sequence_width(data[lead]) > cut:
+        cut = lead
+    if 1 < cut < len(data) and data[cut - 1] == _CR and data[cut] == _LF:
+        cut -= 1
+    return cut
+
+
+def _sequence_width(lead: int) -> int:
+    """Bytes in the UTF-8 sequence this byte starts (0: not a lead byte)."""
+    if lead < 0x80:
+        return 1
+    if 0xC2 <= lead < 0xE0:
+        return 2
+    if 0xE0 <= lead < 0xF0:
+        return 3
+    if 0xF0 <= lead < 0xF5:
+        return 4
+    return 0
+
+
+def largest_fitting(count: int, weigh: Callable[[int], int], budget: int) -> int:
+    """The largest n in [0, count] with weigh(n) <= budget, for a weight that grows with n.
+    The first probe is interpolated (weights are nearly proportional), then the interval is
+    halved, so even a large read costs a few dozen weighings at worst."""
+    high_weight = weigh(count)
+    if high_weight <= budget:
+        return count
+    low, high, low_weight = 0, count, 0
+    interpolate = True
+    while high - low > 1:
+        if interpolate and high_weight > low_weight:
+            guess = low + (budget - low_weight) * (high - low) // (high_weight - low_weight)
+        else:
+            guess = (low + high) // 2
+        middle = min(max(guess, low + 1), high - 1)
+        weight = weigh(middle)
+        if weight <= budget:
+            low, low_weight = middle, weight
+        else:
+            high, high_weight = middle, weight
+        interpolate = not interpolate
+    return low
+
+
+def fit_read(
+    batch: ReadBatch,
+    render: Callable[[ReadBatch], bytes],
+    wire_type: str,
+    budget: int,
+    text: bool,
+) -> ReadBatch:
+    """The longest prefix of `batch` whose rendered body fits `budget` once encoded as
+    `wire_type`: whole messages for JSON (at least one), and for text (`text`) a cut that
+    splits no character. A prefix is never empty while the batch has data."""
+    if batch.messages is not None:
+        size = largest_fitting(
+            len(batch.messages), lambda n: encoded_size(render(batch.head(n)), wire_type), budget
+        )
+        return batch.head(max(size, 1) if batch.messages else 0)
+
+    def cut(n: int) -> int:
+        return text_boundary(batch.data, n) if text else n
+
+    size = largest_fitting(
+        len(batch.data), lambda n: encoded_size(render(batch.head(cut(n))), wire_type), budget
+    )
+    return batch.head(cut(max(size, 1)) if batch.data else 0)
