@@ -11,6 +11,8 @@ from .config import Settings, SettingsError, load_settings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4437
+# Longer than any commit can take (the write deadline plus the AWS clients' own retries).
+SAFE_ORPHAN_GRACE_SECONDS = 60.0
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -59,6 +61,12 @@ def _gc(args: argparse.Namespace) -> int:
     from .storage import Collector
 
     backend = build_backend(_settings(args))
+    if args.orphan_grace < SAFE_ORPHAN_GRACE_SECONDS:
+        print(
+            f"dsaws gc: an orphan grace under {SAFE_ORPHAN_GRACE_SECONDS:g} s may remove an "
+            "upload whose commit is still in flight: use it only when nothing is writing",
+            file=sys.stderr,
+        )
     report = Collector(backend.store, orphan_grace_seconds=args.orphan_grace).run()
     print(json.dumps(report.as_dict()))
     return 0

@@ -107,7 +107,7 @@ class StreamEndpoints:
 
     async def _parse_create(self, request: Request) -> CreateSpec:
         content_type = _content_type(request)
-        check_content_encoding(_header(request, "content-encoding"))
+        check_content_encoding(_header(request, "Content-Encoding"))
         ttl = parse_ttl(_header(request, r.STREAM_TTL))
         expires_at = parse_expires_at(_header(request, r.STREAM_EXPIRES_AT))
         check_lifetime(ttl, expires_at, time.time())
@@ -189,7 +189,7 @@ class StreamEndpoints:
             _header(request, r.PRODUCER_SEQ),
         )
         stream_seq = parse_stream_seq(_header(request, r.STREAM_SEQ))
-        check_content_encoding(_header(request, "content-encoding"))
+        check_content_encoding(_header(request, "Content-Encoding"))
         body = await self._body(request)
         if not body and not close:
             raise bad_request("an append needs a body (or Stream-Closed: true to close)")
@@ -391,7 +391,7 @@ def _header(request: Request, name: str) -> str | None:
 
 
 def _content_type(request: Request) -> str | None:
-    value = _header(request, "content-type")
+    value = _header(request, "Content-Type")
     return parse_content_type(value) if value is not None else None
 
 

@@ -10,6 +10,7 @@ removed only after a grace period far longer than any commit can take.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from typing import Any
 
 from . import _items as items
 from ._chunks import DATA_ROOT, data_prefix
+from .aws import Conflict, call
 from .dynamo import DynamoStore
 
 DEFAULT_ORPHAN_GRACE_SECONDS = 3600.0
@@ -124,7 +126,8 @@ class Collector:
         # leaves the marker, and the next run finishes the job.
         keys = [o["Key"] for o in self._objects(data_prefix(incarnation))]
         report.objects_deleted += self._delete_objects(keys)
-        report.items_deleted += self._delete_items(chunk_keys + producer_keys)
+        report.items_deleted += self._delete_items(chunk_keys)
+        report.items_deleted += self._delete_producers(producer_keys, incarnation)
         self._delete_items([items.retire_key(incarnation)])
         report.incarnations_removed += 1
 
@@ -179,6 +182,25 @@ class Collector:
             batch = [{"Key": key} for key in keys[start : start + 1000]]
             self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
         return len(keys)
+
+    def _delete_producers(self, keys: list[dict[str, Any]], incarnation: str) -> int:
+        """Producer items are keyed by path, not incarnation: a producer of the stream now at
+        that path may have rewritten one since it was listed. Each goes only if it still
+        belongs to the retired incarnation, or a retry of an acknowledged append would be
+        accepted again."""
+        deleted = 0
+        for key in keys:
+            with contextlib.suppress(Conflict):
+                call(
+                    self.dynamodb.delete_item,
+                    TableName=self.table,
+                    Key=key,
+                    ConditionExpression="#inc = :inc",
+                    ExpressionAttributeNames={"#inc": "inc"},
+                    ExpressionAttributeValues={":inc": items.s(incarnation)},
+                )
+                deleted += 1
+        return deleted
 
     def _delete_items(self, keys: list[dict[str, Any]]) -> int:
         for start in range(0, len(keys), 25):

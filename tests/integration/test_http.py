@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -155,3 +156,23 @@ def test_unavailable_storage_is_503_with_retry_after(backend: Backend) -> None:
         assert response.status_code == 503
         assert response.headers["retry-after"] == "1"
         assert client.get(URL).status_code == 503
+
+
+def test_sliding_ttl_through_http_never_expires_early_and_head_does_not_renew(
+    backend: Backend,
+) -> None:
+    """TTL 4 s with a 1 s renewal window. A read 0.5 s in writes nothing, yet the protocol
+    says it restarts the countdown: the stream must still be there at 4.2 s. HEAD does not
+    renew: a stream seen only by HEAD since is gone once the TTL plus the window has passed."""
+    settings = backend.settings.model_copy(update={"ttl_renew_fraction": 0.25})
+    with TestClient(create_app(settings, backend.store)) as client:
+        started = time.monotonic()
+        created = client.put(URL, headers={"Content-Type": "text/plain", "Stream-TTL": "4"})
+        assert created.status_code == 201
+        time.sleep(0.5)
+        assert client.get(URL).status_code == 200  # inside the window: not recorded
+        time.sleep(max(0.0, started + 4.2 - time.monotonic()))
+        assert client.head(URL).status_code == 200, "expired before the read plus the TTL"
+        time.sleep(max(0.0, started + 5.3 - time.monotonic()))
+        assert client.head(URL).status_code == 404, "HEAD must not have renewed the TTL"
+        assert client.get(URL).status_code == 404

@@ -329,4 +329,5 @@ def test_dsaws_gc_command_collects_through_an_endpoint(backend: Backend, emulato
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["incarnations_removed"] == 1 and report["objects_deleted"] == 1
+    assert "use it only when nothing is writing" in run.stderr  # a grace of 0 is risky
     assert data_keys(backend) == (set(), set())

@@ -15,6 +15,7 @@ import pytest
 from storage_checks import assert_data_bound_to_incarnations, assert_live_streams_read_back
 
 from core.protocol.append import AppendIntent, Verdict
+from core.protocol.headers import ProducerClaim
 from core.protocol.jsonmode import split_messages
 from core.runtime import Backend
 from core.storage import Collector, CreateSpec, CreateStatus, DynamoStore, Payload, Presence
@@ -166,3 +167,48 @@ def test_create_losing_to_another_instance_leaves_only_an_orphan(
     assert report.orphans_deleted == 1
     assert_data_bound_to_incarnations(backend)
     assert read_all(two, "s") == b"two's " + LARGE
+
+
+class RivalAfterQuery:
+    """A DynamoDB client that runs `rival` once, right after the first query that returns a
+    producer item: the collector has listed the item, and has not yet deleted it."""
+
+    def __init__(self, real: Any, rival: Callable[[], None]) -> None:
+        self.real, self.meta, self.rival = real, real.meta, rival
+        self.raced = False
+
+    def query(self, **kwargs: Any) -> Any:
+        response = self.real.query(**kwargs)
+        listed = any(item["sk"]["S"].startswith("p#") for item in response.get("Items", []))
+        if listed and not self.raced:
+            self.raced = True
+            self.rival()
+        return response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_collector_never_deletes_producer_state_of_the_new_incarnation(
+    backend: Backend,
+) -> None:
+    """The collector lists the retired incarnation's producer items, and before it deletes
+    them the same producer writes to the re-created stream (same item key, new incarnation).
+    That state must survive: otherwise the producer's retry would be appended a second time."""
+    store = instance(backend)
+    producer_append = AppendIntent(TEXT, True, False, producer=ProducerClaim("w", 0, 0))
+    store.create("s", CreateSpec(TEXT))
+    store.append("s", producer_append, Payload(b"old"))
+    store.delete("s")
+    store.create("s", CreateSpec(TEXT))
+
+    def rival() -> None:
+        assert store.append("s", producer_append, Payload(b"new")).decision.commits
+
+    client = RivalAfterQuery(backend.dynamodb, rival)
+    collecting = DynamoStore(client, backend.s3, backend.settings.table, backend.settings.bucket)
+    Collector(collecting, orphan_grace_seconds=0).run()
+    assert client.raced
+    retry = store.append("s", producer_append, Payload(b"new"))
+    assert retry.decision.verdict is Verdict.DUPLICATE
+    assert read_all(store, "s") == b"new"
