@@ -141,11 +141,21 @@ async def _scenarios(client: httpx.AsyncClient, meter: CallMeter) -> list[Row]:
         response = await client.post(f"{base}/producer", content=b"p" * 100, headers=headers)
         assert response.status_code == 200
 
+    # A full-size read: its body is measured as the front door would carry it (JSON escapes
+    # of non-ASCII text), which costs time in proportion to the bytes returned.
+    big_text = ("h\u00e9llo w\u00f6rld \u65e5\u672c\n" * 60_000).encode()[: 1024 * 1024]
+    await client.put(f"{base}/big", headers=text, content=big_text)
+
+    async def full_size_read(i: int) -> None:
+        response = await client.get(f"{base}/big", params={"offset": "-1"})
+        assert response.status_code == 200 and len(response.content) >= len(big_text) - 3
+
     rows = [
         await measure(meter, "small append, stream new to this instance", 2, first_append),
         await measure(meter, "small append (100 B, inline), same writer", 2, small_append),
         await measure(meter, "large append (256 KiB, S3)", 3, large_append),
         await measure(meter, "catch-up read (inline data)", 2, catch_up_read),
+        await measure(meter, "catch-up read (1 MiB of text, S3)", 3, full_size_read),
         await measure(meter, "producer append (100 B)", 2, producer_append),
     ]
 
