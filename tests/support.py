@@ -9,10 +9,32 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from core.runtime import Backend
+from core.storage import DynamoStore
+
 ROOT = Path(__file__).resolve().parent.parent
+
+
+class FakeClock:
+    """A clock tests move by hand (`clock.now += 10`), for stores and collectors."""
+
+    def __init__(self, start: float = 1_900_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def store_on(backend: Backend, **options: Any) -> DynamoStore:
+    """Another store on the backend's table and bucket, as another Lambda instance would be;
+    `options` are DynamoStore's (clock, inline_max_bytes, ...)."""
+    return DynamoStore(
+        backend.dynamodb, backend.s3, backend.settings.table, backend.settings.bucket, **options
+    )
 
 
 def free_port() -> int:

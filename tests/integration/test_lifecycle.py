@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from storage_checks import assert_data_bound_to_incarnations
+from support import FakeClock, store_on
 
 from core.protocol.append import AppendIntent, Verdict
 from core.runtime import Backend
@@ -34,23 +35,9 @@ from core.storage import _items as items
 TEXT = "text/plain"
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_900_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def make_store(backend: Backend, clock: FakeClock | None = None) -> DynamoStore:
-    return DynamoStore(
-        backend.dynamodb,
-        backend.s3,
-        backend.settings.table,
-        backend.settings.bucket,
-        inline_max_bytes=8,  # most test bodies go to S3, so object cleanup is exercised
-        **({"clock": clock} if clock else {}),
-    )
+    # Most test bodies go to S3, so object cleanup is exercised.
+    return store_on(backend, inline_max_bytes=8, **({"clock": clock} if clock else {}))
 
 
 def create(store: DynamoStore, path: str, body: bytes = b"", **kwargs: Any) -> CreateStatus:

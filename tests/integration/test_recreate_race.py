@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from storage_checks import assert_data_bound_to_incarnations, assert_live_streams_read_back
+from support import FakeClock, store_on
 
 from core.protocol.append import AppendIntent, Verdict
 from core.protocol.headers import ProducerClaim
@@ -29,24 +30,9 @@ LARGE = b"L" * 5000  # above the inline limit: stored in S3 before the commit
 JSON_MANY = b"[" + b",".join(b"%d" % i for i in range(20000)) + b"]"  # index goes to S3 too
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_900_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def instance(backend: Backend, clock: FakeClock | None = None) -> DynamoStore:
     extra: dict[str, Any] = {"clock": clock} if clock is not None else {}
-    return DynamoStore(
-        backend.dynamodb,
-        backend.s3,
-        backend.settings.table,
-        backend.settings.bucket,
-        inline_max_bytes=INLINE_MAX,
-        **extra,
-    )
+    return store_on(backend, inline_max_bytes=INLINE_MAX, **extra)
 
 
 def payload(content_type: str, body: bytes) -> Payload:

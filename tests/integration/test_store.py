@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from support import FakeClock, store_on
 
 from core.protocol.append import AppendIntent, Verdict
 from core.protocol.headers import ProducerClaim
@@ -60,13 +61,7 @@ def read_all(store: DynamoStore, path: str, max_bytes: int = 10**9) -> bytes:
 
 def other_process(backend: Backend) -> DynamoStore:
     """A second store on the same table and bucket, as another Lambda instance would be."""
-    return DynamoStore(
-        backend.dynamodb,
-        backend.s3,
-        backend.settings.table,
-        backend.settings.bucket,
-        inline_max_bytes=backend.settings.inline_max_bytes,
-    )
+    return store_on(backend, inline_max_bytes=backend.settings.inline_max_bytes)
 
 
 def s3_keys(backend: Backend) -> list[str]:
@@ -218,24 +213,14 @@ def test_create_is_idempotent_and_detects_conflicts(backend: Backend) -> None:
     assert store.create("i", spec(closed=True, ttl=60)).status is (CreateStatus.CONFLICT)
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+def clocked_store(backend: Backend, clock: FakeClock) -> DynamoStore:
+    """A store on the test's table whose time moves only when the test moves it."""
+    return store_on(backend, clock=clock, renew_fraction=0.1)
 
 
 def test_ttl_expiry_and_sliding_renewal_without_a_write_per_read(backend: Backend) -> None:
     clock = FakeClock()
-    store = DynamoStore(
-        backend.dynamodb,
-        backend.s3,
-        backend.settings.table,
-        backend.settings.bucket,
-        clock=clock,
-        renew_fraction=0.1,
-    )
+    store = clocked_store(backend, clock)
     calls: list[str] = []
     backend.dynamodb.meta.events.register(
         "before-call.dynamodb.UpdateItem", lambda **kw: calls.append("update")
@@ -261,14 +246,7 @@ def test_a_read_inside_the_renewal_window_still_restarts_the_countdown(backend: 
     """TTL 10 s, window 1 s: a read 0.9 s after the last renewal writes nothing, yet the
     stream must live until that read plus 10 s (10.9 s), not expire at 10 s."""
     clock = FakeClock()
-    store = DynamoStore(
-        backend.dynamodb,
-        backend.s3,
-        backend.settings.table,
-        backend.settings.bucket,
-        clock=clock,
-        renew_fraction=0.1,
-    )
+    store = clocked_store(backend, clock)
     store.create("t", spec(ttl=10))
     created = clock.now
     clock.now = created + 0.9
@@ -282,9 +260,7 @@ def test_a_read_inside_the_renewal_window_still_restarts_the_countdown(backend: 
 
 def test_renewal_never_resurrects_an_expired_stream(backend: Backend) -> None:
     clock = FakeClock()
-    store = DynamoStore(
-        backend.dynamodb, backend.s3, backend.settings.table, backend.settings.bucket, clock=clock
-    )
+    store = clocked_store(backend, clock)
     store.create("t", spec(ttl=10))
     info = store.get("t")
     clock.now += 11
