@@ -23,6 +23,7 @@ from ..protocol.cursor import next_cursor
 from ..protocol.errors import ProtocolError, bad_request
 from ..protocol.headers import (
     DEFAULT_CONTENT_TYPE,
+    JSON_MEDIA_TYPE,
     check_content_encoding,
     check_lifetime,
     is_json,
@@ -375,7 +376,9 @@ class StreamEndpoints:
             return
         alone = join_messages([message])
         sizes = (
-            encoded_size(alone, content_type),
+            # Served as text or, depending on how the stream's type is spelled, as base64.
+            encoded_size(alone, JSON_MEDIA_TYPE),
+            encoded_size(alone, DEFAULT_CONTENT_TYPE),
             encoded_size(data_event(alone, content_type), "text/event-stream"),
         )
         if max(sizes) > budget:
