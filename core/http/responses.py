@@ -114,6 +114,11 @@ _CREATE_REJECTIONS = {
         "fork_offset_beyond_tail",
         "Stream-Fork-Offset is past the source's tail",
     ),
+    CreateStatus.OFFSET_NOT_A_BOUNDARY: (
+        400,
+        "fork_offset_not_a_boundary",
+        "Stream-Fork-Offset falls inside a message of the JSON source",
+    ),
     CreateStatus.SUB_OFFSET_OVERSHOOT: (
         400,
         "fork_sub_offset_overshoot",

@@ -69,6 +69,8 @@ class SseSessions:
                     self.store.read, current, position, self.max_read_bytes
                 )
                 event, batch = self._data_event(batch, current.content_type)
+                if batch.end == position:
+                    return  # nothing could be read although the tail is ahead: never spin
                 position = batch.end
                 at_tail = position >= current.tail
                 # One write for the pair: a data event is never seen without its control.

@@ -138,12 +138,12 @@ class DynamoStore:
         return self._live(self._get_raw(path))
 
     def _live(self, info: StreamInfo | None) -> StreamInfo | None:
-        """The stream as clients see it: an expired one is reaped on sight, and one that
-        expired while forks still read it becomes soft-deleted."""
-        if info is None or info.soft_deleted or not info.is_expired(self.clock()):
+        """The stream as clients see it: an expired one is reaped on sight (soft-deleted if
+        forks still read it), and so is a soft-deleted one whose last fork is gone."""
+        if info is None or not self._lifecycle_due(info):
             return info
-        with contextlib.suppress(Conflict, StoreUnavailable):
-            self._reap(info)
+        with contextlib.suppress(StoreUnavailable):
+            self.finish_lifecycle(info)
         return replace(info, soft_deleted=True) if info.ref_count > 0 else None
 
     def _get_raw(self, path: str) -> StreamInfo | None:
@@ -184,8 +184,12 @@ class DynamoStore:
         incarnation = _new_incarnation(self.clock())
         for _ in self._attempts():
             now = self.clock()
-            raw = self._get_raw(path)
-            existing = self._live(raw)
+            existing = self._get_raw(path)
+            if existing is not None and self._lifecycle_due(existing):
+                # Finish the old stream on its own (it may release the very source this
+                # create forks), then look again.
+                self.finish_lifecycle(existing)
+                continue
             source: StreamInfo | None = None
             position = 0
             if spec.fork is not None:
@@ -199,10 +203,8 @@ class DynamoStore:
             if existing is not None:
                 return CreateOutcome(self._compare(existing, info), existing)
             body = self.chunks.body_for(info.incarnation, spec.payload, body)
-            # An expired item that could not be reaped just now is replaced in the commit.
-            replacing = raw if raw is not None and raw.is_expired(now) else None
             try:
-                self._commit_create(info, spec.payload, body, replacing, source)
+                self._commit_create(info, spec.payload, body, source)
             except Conflict:
                 continue
             self._recent.remember(info, None, None)
@@ -231,10 +233,21 @@ class DynamoStore:
         anchor = source.tail if fork.anchor is None else fork.anchor
         if anchor > source.tail:
             return CreateOutcome(CreateStatus.OFFSET_BEYOND_TAIL, source)
+        if is_json(source.content_type) and not self._at_message_boundary(source, anchor):
+            # A fork cut inside a message would hold half of it: no read could return it.
+            return CreateOutcome(CreateStatus.OFFSET_NOT_A_BOUNDARY, source)
         position = self._advance(source, anchor, fork.sub_offset)
         if position is None:
             return CreateOutcome(CreateStatus.SUB_OFFSET_OVERSHOOT, source)
         return source, position
+
+    def _at_message_boundary(self, source: StreamInfo, position: int) -> bool:
+        """Whether a message of this JSON stream starts (or its tail is) at `position`."""
+        if position in {0, source.tail}:
+            return True
+        batch = self.read(source, position, 1)  # the first whole message from there
+        first = batch.messages[0] if batch.messages else None
+        return first is not None and batch.end - len(first) == position
 
     def _advance(self, source: StreamInfo, anchor: int, units: int) -> int | None:
         """The position `units` past `anchor`: messages for JSON, bytes otherwise."""
@@ -292,22 +305,14 @@ class DynamoStore:
         info: StreamInfo,
         payload: Payload,
         body: StoredBody | None,
-        replacing: StreamInfo | None,
         source: StreamInfo | None,
     ) -> None:
-        put: dict[str, Any] = {"TableName": self.table, "Item": items.encode_stream(info)}
+        put: dict[str, Any] = {
+            "TableName": self.table,
+            "Item": items.encode_stream(info),
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
         actions: list[dict[str, Any]] = [{"Put": put}]
-        if replacing is None:
-            put["ConditionExpression"] = "attribute_not_exists(pk)"
-        else:
-            # Replace exactly the expired, unreferenced incarnation we looked at.
-            put["ConditionExpression"] = "#inc = :old AND #refs = :zero"
-            put["ExpressionAttributeNames"] = {"#inc": "inc", "#refs": "refs"}
-            put["ExpressionAttributeValues"] = {
-                ":old": items.s(replacing.incarnation),
-                ":zero": items.n(0),
-            }
-            actions.extend(self._retire_actions(replacing))
         if body is not None:
             start = info.fork_position
             actions.append({"Put": self.chunks.chunk_put(info.incarnation, start, payload, body)})
@@ -428,7 +433,8 @@ class DynamoStore:
             closed=info.closed or intent.close,
             closed_by=intent.producer if intent.close else info.closed_by,
             last_stream_seq=intent.stream_seq or info.last_stream_seq,
-            last_access=self.clock(),
+            # Never before the access already recorded (another instance's clock, or ours).
+            last_access=max(self.clock(), info.last_access),
         )
 
     def _commit_append(
@@ -461,8 +467,11 @@ class DynamoStore:
             sets.append("#sseq = :sseq")
             names["#sseq"] = "sseq"
             values[":sseq"] = items.s(intent.stream_seq)
+        # The access time only moves forward: a renewal that landed after our read must not
+        # be undone (that could expire the stream before its last read plus the TTL).
         condition = (
             "#inc = :inc AND #tail = :old_tail AND #closed = :false AND attribute_not_exists(#del)"
+            " AND #acc <= :acc"
         )
         # Not expired (the decision may rest on a remembered, not a fresh, snapshot).
         if before.expires_at is not None:
@@ -581,22 +590,26 @@ class DynamoStore:
             return Presence.FOUND
         raise StoreUnavailable("delete kept losing races")
 
+    def _lifecycle_due(self, info: StreamInfo) -> bool:
+        """An expired stream not yet reaped, or a soft-deleted one whose last fork is gone
+        (a cascade that was cut short)."""
+        if info.soft_deleted:
+            return info.ref_count == 0
+        return info.is_expired(self.clock())
+
     def finish_lifecycle(self, info: StreamInfo) -> bool:
-        """For the collector: reap an expired stream nobody touched, or finish a cascade that
-        was interrupted (soft-deleted, no forks left). True when something was done."""
+        """Reap an expired stream, or finish an interrupted cascade (for readers, creates and
+        the collector alike). True when something was done."""
+        if not self._lifecycle_due(info):
+            return False
         try:
-            if info.soft_deleted and info.ref_count == 0:
-                self._hard_delete(info)
-                return True
-            if not info.soft_deleted and info.is_expired(self.clock()):
-                self._reap(info)
-                return True
+            self._reap(info)
         except Conflict:
-            pass  # it changed under us; the next run looks again
-        return False
+            return False  # it changed under us: whoever looks next sees the new state
+        return True
 
     def _reap(self, info: StreamInfo) -> None:
-        """Finish an expired stream: gone if nothing forks it, else soft-deleted for its forks."""
+        """Gone if nothing forks it, else soft-deleted for its forks."""
         if info.ref_count > 0:
             self._soft_delete(info)
         else:

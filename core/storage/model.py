@@ -126,6 +126,7 @@ class CreateStatus(Enum):
     SOURCE_GONE = "source_gone"  # the fork source is soft-deleted
     CONTENT_TYPE_MISMATCH = "content_type_mismatch"
     OFFSET_BEYOND_TAIL = "offset_beyond_tail"
+    OFFSET_NOT_A_BOUNDARY = "offset_not_a_boundary"  # inside a message of a JSON source
     SUB_OFFSET_OVERSHOOT = "sub_offset_overshoot"
 
 
@@ -163,8 +164,9 @@ class ReadBatch:
         if self.messages is not None:
             if count >= len(self.messages):
                 return self
-            taken = self.messages[:count]
-            return ReadBatch(self.start, self.start + sum(map(len, taken)), messages=taken)
+            # From the end: a batch read from inside a message starts at the next one.
+            dropped = sum(map(len, self.messages[count:]))
+            return ReadBatch(self.start, self.end - dropped, messages=self.messages[:count])
         if count >= len(self.data):
             return self
         return ReadBatch(self.start, self.start + count, data=self.data[:count])

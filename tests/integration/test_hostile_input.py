@@ -167,6 +167,15 @@ CASES = [
         ],
     ),
     Case(
+        "fork-json-inside-a-message",
+        "PUT",
+        f"{BASE}/f",
+        [
+            ("stream-forked-from", f"{BASE}/json"),
+            ("stream-fork-offset", "0" * 16 + "_" + "5".zfill(16)),
+        ],
+    ),
+    Case(
         "fork-from-repeated",
         "PUT",
         f"{BASE}/f",
@@ -319,7 +328,7 @@ def host(request: pytest.FixtureRequest, backend: Backend) -> Iterator[Host]:
     chosen = AsgiHost(app) if request.param == "uvicorn" else LambdaHost(app)
     seed = [
         ("PUT", "text", TEXT, b"hello"),
-        ("PUT", "json", JSON, b"[1]"),
+        ("PUT", "json", JSON, b'[1, "twenty-two"]'),
         ("PUT", "closed", [*TEXT, ("stream-closed", "true")], b"final"),
         ("POST", "text", [*TEXT, *PRODUCER], b" world"),
     ]

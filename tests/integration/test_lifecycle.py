@@ -318,3 +318,50 @@ def test_dsaws_gc_command_collects_through_an_endpoint(backend: Backend, emulato
     assert report["incarnations_removed"] == 1 and report["objects_deleted"] == 1
     assert "use it only when nothing is writing" in run.stderr  # a grace of 0 is risky
     assert data_keys(backend) == (set(), set())
+
+
+def test_recreating_an_expired_fork_of_the_same_source(backend: Backend) -> None:
+    """The expired fork releases its source and the new one references it: done in one
+    transaction that was two operations on the source's item, which DynamoDB refuses (a
+    500). The old stream is finished on its own first."""
+    clock = FakeClock()
+    store = make_store(backend, clock)
+    create(store, "src", b"hello")
+    assert fork(store, "f", "src", ttl_seconds=10) is CreateStatus.CREATED
+    clock.now += 60
+    assert fork(store, "f", "src", ttl_seconds=10) is CreateStatus.CREATED
+    assert_reference_counts_exact(backend)
+    assert read(store, "f") == b"hello"
+
+
+def test_an_interrupted_cascade_is_finished_on_sight(backend: Backend, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A process dies between deleting a soft-deleted source's last fork and removing the
+    source: the next instance to look at the path finishes the job instead of answering 410
+    (for reads) or 409 (for a create) until the collector runs."""
+    store = make_store(backend)
+    create(store, "src", b"data")
+    fork(store, "f", "src")
+    assert store.delete("src") is Presence.FOUND  # soft: the fork still reads it
+    monkeypatch.setattr(store, "_cascade", lambda released: None)
+    assert store.delete("f") is Presence.FOUND
+    assert stream_items(backend)["src"]["refs"] == {"N": "0"}  # soft-deleted, no fork left
+    other = make_store(backend)
+    assert other.get("src") is None
+    assert create(other, "src", b"new") is CreateStatus.CREATED
+    assert read(other, "src") == b"new"
+    assert_reference_counts_exact(backend)
+
+
+def test_json_forks_must_start_between_messages(backend: Backend) -> None:
+    """Inside a message, a fork would hold half of it and no read could ever return it."""
+    store = make_store(backend)
+    body = b'[1, "twenty-two", 333]'
+    messages = (b"1", b'"twenty-two"', b"333")
+    payload = Payload(b"".join(messages), tuple(len(m) for m in messages))
+    store.create("j", CreateSpec("application/json", payload=payload))
+    assert body  # positions: "1" 0-1, "twenty-two" 1-13, 333 13-16
+    for inside in (2, 5, 12, 14):
+        assert fork(store, f"f{inside}", "j", anchor=inside) is CreateStatus.OFFSET_NOT_A_BOUNDARY
+    for boundary in (0, 1, 13, 16):
+        assert fork(store, f"f{boundary}", "j", anchor=boundary) is CreateStatus.CREATED
+    assert_reference_counts_exact(backend)

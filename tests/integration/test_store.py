@@ -408,3 +408,26 @@ def test_reads_throttled_past_the_budget_surface_as_unavailable(backend: Backend
         store.append("s", producer, Payload(b"x"))
     assert pauses == [0.025 * 2**n for n in range(8)]
     assert read_all(store, "s") == b""
+
+
+def test_an_append_never_moves_the_access_time_back(backend: Backend) -> None:
+    """The writer reads its clock, then (a slow network, a retried call) another instance
+    serves a read and records a later access, then the append commits. The stream must live
+    until that read plus the TTL, so the append may not put the older time back."""
+    clock = FakeClock()
+    writer, reader = store_on(backend, clock=clock), store_on(backend, clock=clock)
+    writer.create("t", spec(ttl=10))  # renewal window 1 s
+    started = clock.now
+    clock.now = started + 5
+    commit = writer._commit_append
+
+    def commit_after_a_read_elsewhere(*args: Any, **kwargs: Any) -> None:
+        clock.now = started + 7
+        reader.renew(reader.get("t"))  # type: ignore[arg-type]
+        commit(*args, **kwargs)
+
+    writer._commit_append = commit_after_a_read_elsewhere  # type: ignore[method-assign]
+    assert writer.append("t", *plain(b"x")).decision.verdict is Verdict.COMMIT  # type: ignore[union-attr]
+    clock.now = started + 16.9
+    assert reader.get("t") is not None, "expired before the read at 7 s plus the TTL"
+    assert read_all(reader, "t") == b"x"

@@ -151,3 +151,11 @@ def test_binary_reads_fit_after_base64() -> None:
     assert len(fitted.data) == 750  # 1000 base64 characters carry 750 bytes
     whole = fit_read(batch, read_body, "application/octet-stream", 10_000, text=False)
     assert whole is batch
+
+
+def test_cutting_a_batch_read_from_inside_a_message_keeps_its_end_right() -> None:
+    """A JSON read from an offset inside a message starts at the next message: the cut's end
+    is where its last message ends, not its start plus the messages' lengths."""
+    batch = ReadBatch(2, 10, messages=(b"333", b"4444"))  # "333" is 3-6, "4444" is 6-10
+    assert batch.head(1).end == 6
+    assert batch.head(2) is batch
