@@ -66,6 +66,7 @@ def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, A
         raise TooManyTransactionsException()
     seen: set[tuple[str, str]] = set()
     errors: list[tuple[Any, Any, Any]] = []
+    writes: list[tuple[str, dict[str, Any], dict[str, Any]]] = []  # (operation, request, key)
     for entry in transact_items:
         if len(entry) > 1:
             raise TransactWriteSingleOpException
@@ -77,6 +78,8 @@ def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, A
         if identity in seen:
             raise MultipleTransactionsException()
         seen.add(identity)
+        if op_type != "ConditionCheck":
+            writes.append((op_type, op, key))
         condition = op.get("ConditionExpression")
         if condition is not None:
             current = self.get_item(op["TableName"], key)
@@ -91,11 +94,7 @@ def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, A
         raise TransactionCanceledException(errors)
     snapshot = _Snapshot()
     try:
-        for entry in transact_items:
-            op_type, op = next(iter(entry.items()))
-            if op_type == "ConditionCheck":
-                continue
-            key = _key_of(self, op_type, op)
+        for op_type, op, key in writes:
             snapshot.save(self.get_table(op["TableName"]), key)
             if op_type == "Put":
                 self.put_item(op["TableName"], op["Item"])

@@ -108,20 +108,25 @@ def fit_read(
     wire_type: str,
     budget: int,
     text: bool,
-) -> ReadBatch:
+) -> tuple[ReadBatch, bytes]:
     """The longest prefix of `batch` whose rendered body fits `budget` once encoded as
-    `wire_type`: whole messages for JSON (at least one), and for text (`text`) a cut that
-    splits no character. A prefix is never empty while the batch has data."""
-    if batch.messages is not None:
-        size = largest_fitting(
-            len(batch.messages), lambda n: encoded_size(render(batch.head(n)), wire_type), budget
-        )
-        return batch.head(max(size, 1) if batch.messages else 0)
+    `wire_type`, with that body: whole messages for JSON (at least one), and for text
+    (`text`) a cut that splits no character. A prefix is never empty while the batch has
+    data."""
+    json_mode = batch.messages is not None
+    count = len(batch.messages) if batch.messages is not None else len(batch.data)
 
     def cut(n: int) -> int:
-        return text_boundary(batch.data, n) if text else n
+        return text_boundary(batch.data, n) if text and not json_mode else n
 
-    size = largest_fitting(
-        len(batch.data), lambda n: encoded_size(render(batch.head(cut(n))), wire_type), budget
-    )
-    return batch.head(cut(max(size, 1)) if batch.data else 0)
+    last: tuple[int, bytes] | None = None  # the latest rendering: usually the one served
+
+    def body(n: int) -> bytes:
+        nonlocal last
+        if last is None or last[0] != n:
+            last = (n, render(batch.head(n)))
+        return last[1]
+
+    size = largest_fitting(count, lambda n: encoded_size(body(cut(n)), wire_type), budget)
+    chosen = cut(max(size, 1)) if count else 0
+    return batch.head(chosen), body(chosen)

@@ -99,8 +99,8 @@ class SseSessions:
             return data_event(read_body(part), content_type)
 
         text = not uses_base64(content_type)
-        fitted = fit_read(batch, render, "text/event-stream", self.event_budget, text=text)
-        return render(fitted), fitted
+        fitted, event = fit_read(batch, render, "text/event-stream", self.event_budget, text=text)
+        return event, fitted
 
     def _control(self, info: StreamInfo, position: int, up_to_date: bool, plan: SsePlan) -> bytes:
         closed = info.closed and position >= info.tail

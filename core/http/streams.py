@@ -284,7 +284,7 @@ class StreamEndpoints:
         batch = await run_in_threadpool(
             self.store.read, info, position, self.settings.max_read_bytes
         )
-        batch = fit_read(
+        batch, body = fit_read(
             batch,
             r.read_body,
             info.content_type,
@@ -306,7 +306,7 @@ class StreamEndpoints:
         if caching.etag_matches(read.if_none_match, tag):
             headers.pop("Content-Type")
             return Response(status_code=304, headers=headers)
-        return Response(r.read_body(batch), status_code=200, headers=headers)
+        return Response(body, status_code=200, headers=headers)
 
     def _tail_response(self, info: StreamInfo, status: int, cursor: str | None = None) -> Response:
         """Nothing to return: the client is at the tail (offset=now, or a long-poll)."""

@@ -119,13 +119,14 @@ def test_json_reads_are_cut_between_messages_and_always_carry_one() -> None:
     messages = tuple(b'"\\u00e9\\"%d"' % i for i in range(200))
     batch = ReadBatch(0, sum(map(len, messages)), messages=messages)
     budget = 500
-    fitted = fit_read(batch, _render_json, "application/json", budget, text=True)
+    fitted, body = fit_read(batch, _render_json, "application/json", budget, text=True)
     assert 0 < len(fitted.messages) < 200  # type: ignore[arg-type]
+    assert body == read_body(fitted)
     assert encoded_size(read_body(fitted), "application/json") <= budget
     one_more = batch.head(len(fitted.messages) + 1)  # type: ignore[arg-type]
     assert encoded_size(read_body(one_more), "application/json") > budget
     assert fitted.end == sum(map(len, fitted.messages))  # type: ignore[arg-type]
-    lonely = fit_read(batch, _render_json, "application/json", 1, text=True)
+    lonely, _ = fit_read(batch, _render_json, "application/json", 1, text=True)
     assert lonely.messages == messages[:1]
 
 
@@ -137,7 +138,8 @@ def test_sse_text_events_are_cut_on_characters_and_fit() -> None:
         return data_event(part.data, "text/plain")
 
     for budget in (1000, 5000, 20000):
-        fitted = fit_read(batch, render, "text/event-stream", budget, text=True)
+        fitted, event = fit_read(batch, render, "text/event-stream", budget, text=True)
+        assert event == render(fitted)
         assert 0 < len(fitted.data) < len(data)
         assert fitted.end == 100 + len(fitted.data)
         fitted.data.decode("utf-8")
@@ -147,9 +149,9 @@ def test_sse_text_events_are_cut_on_characters_and_fit() -> None:
 def test_binary_reads_fit_after_base64() -> None:
     data = bytes(random.Random(3).randrange(256) for _ in range(3000))
     batch = ReadBatch(0, len(data), data=data)
-    fitted = fit_read(batch, read_body, "application/octet-stream", 1000, text=False)
+    fitted, _ = fit_read(batch, read_body, "application/octet-stream", 1000, text=False)
     assert len(fitted.data) == 750  # 1000 base64 characters carry 750 bytes
-    whole = fit_read(batch, read_body, "application/octet-stream", 10_000, text=False)
+    whole, _ = fit_read(batch, read_body, "application/octet-stream", 10_000, text=False)
     assert whole is batch
 
 
