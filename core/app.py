@@ -11,7 +11,7 @@ from starlette.responses import Response
 
 from .config import Settings
 from .http import responses
-from .http.middleware import AccessLog, SecurityHeaders
+from .http.middleware import AccessLog, DefaultHeaders
 from .http.streams import StreamEndpoints
 from .http.wakeups import Wakeups
 from .protocol.errors import ProtocolError
@@ -74,6 +74,7 @@ def create_app(
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    exposed_headers = ["ETag", "Location", *responses.PROTOCOL_HEADERS]
     app.add_middleware(
         CORSMiddleware,
         allow_origins=["*"],
@@ -84,10 +85,18 @@ def create_app(
             "Authorization",
             *responses.PROTOCOL_HEADERS,
         ],
-        expose_headers=["ETag", "Location", *responses.PROTOCOL_HEADERS],
+        expose_headers=exposed_headers,
         max_age=86400,
     )
-    app.add_middleware(SecurityHeaders)
+    # A cached response is served to every later request for its URL, with or without an
+    # Origin header, so the CORS headers of an any-origin deployment go on every response.
+    app.add_middleware(
+        DefaultHeaders,
+        extra=[
+            ("Access-Control-Allow-Origin", "*"),
+            ("Access-Control-Expose-Headers", ", ".join(exposed_headers)),
+        ],
+    )
     if access_log is not None:
         app.add_middleware(AccessLog, logger=access_log)
     return app

@@ -21,6 +21,12 @@ def _serve(args: argparse.Namespace) -> int:
     from .runtime import build_backend, ensure_resources, use_emulator_credentials
 
     settings = _settings(args, long_poll_timeout=args.long_poll_timeout)
+    if args.cdn_port is not None:
+        from .cdn import INSTALL_HINT, find_nginx
+
+        if find_nginx() is None:
+            print(f"dsaws: {INSTALL_HINT}", file=sys.stderr)
+            return 3
 
     emulator = None
     if args.aws:
@@ -40,7 +46,16 @@ def _serve(args: argparse.Namespace) -> int:
     base_url = f"http://{args.host}:{args.port}{settings.base_path}/"
     print(f"dsaws: serving Durable Streams at {base_url}", flush=True)
     print(f"dsaws: storage is {where}", flush=True)
+    cdn = None
     try:
+        if args.cdn_port is not None:
+            from .cdn import LocalCdn
+
+            cdn = LocalCdn(args.cdn_port, args.port, host=args.host).start()
+            print(
+                f"dsaws: local CDN (nginx) at {cdn.base_url}{settings.base_path}/",
+                flush=True,
+            )
         uvicorn.run(
             backend.app(),
             host=args.host,
@@ -49,8 +64,21 @@ def _serve(args: argparse.Namespace) -> int:
             timeout_graceful_shutdown=1,
         )
     finally:
+        if cdn is not None:
+            cdn.stop()
         if emulator is not None:
             emulator.stop()
+    return 0
+
+
+def _install_nginx(_: argparse.Namespace) -> int:
+    from .cdn import InstallFailed, install_nginx
+
+    try:
+        print(install_nginx())
+    except InstallFailed as exc:
+        print(f"dsaws install-nginx: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -103,7 +131,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--table", help="DynamoDB table (default: DS_TABLE)")
     serve.add_argument("--bucket", help="S3 bucket (default: DS_BUCKET)")
     serve.add_argument("--log-level", default="warning")
+    serve.add_argument(
+        "--cdn-port",
+        type=int,
+        default=None,
+        help="also start nginx on this port as a local CDN in front of the server, "
+        "configured like the CloudFront distribution",
+    )
     serve.set_defaults(handler=_serve)
+
+    install = commands.add_parser(
+        "install-nginx",
+        help="unpack Debian's nginx package for --cdn-port (when the system has no nginx)",
+    )
+    install.set_defaults(handler=_install_nginx)
 
     gc = commands.add_parser(
         "gc",

@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .protocol.caching import CacheRules
+
 MIB = 1024 * 1024
 # A Function URL carries at most 6 MB each way (6,291,556 bytes); this leaves room for the
 # status, the headers and the JSON envelope around a response body.
@@ -62,8 +64,11 @@ class Settings(BaseSettings):
     )
 
     cache_visibility: Literal["public", "private"] = "public"
-    cache_max_age: int = 60
-    stale_while_revalidate: int = 300
+    cache_max_age: int = Field(60, ge=0, description="seconds a cacheable read may be cached")
+    stale_while_revalidate: int = Field(300, ge=0)
+    cache_timeout_max_age: int = Field(
+        1, ge=0, le=5, description="seconds a long-poll 204 may be cached (collapsing)"
+    )
     retry_after_seconds: int = 1
 
     @model_validator(mode="after")
@@ -112,6 +117,15 @@ class Settings(BaseSettings):
             for name, seconds in waits.items()
             if seconds > limit
         ]
+
+    @property
+    def cache_rules(self) -> CacheRules:
+        return CacheRules(
+            self.cache_visibility,
+            self.cache_max_age,
+            self.stale_while_revalidate,
+            self.cache_timeout_max_age,
+        )
 
     @property
     def sse_window_seconds(self) -> float:

@@ -48,12 +48,22 @@ class ServerProcess:
     in a child process."""
 
     def __init__(
-        self, *args: str, env: dict[str, str] | None = None, module: str = "core.cli serve"
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        module: str = "core.cli serve",
+        with_cdn: bool = False,
     ) -> None:
         self.module = module.split()
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.args = args
+        # With the local CDN (nginx, started by `dsaws serve --cdn-port`) in front.
+        self.cdn_url: str | None = None
+        if with_cdn:
+            cdn_port = free_port()
+            self.cdn_url = f"http://127.0.0.1:{cdn_port}"
+            self.args = (*args, "--cdn-port", str(cdn_port))
         self.env = {**os.environ, **(env or {})}
         self.process: subprocess.Popen[bytes] | None = None
         # A file, not a pipe: nobody reads the server's output while it runs, and a full pipe
@@ -70,7 +80,8 @@ class ServerProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{' '.join(self.module)} exited early:\n{self.log()}")
             try:
-                if httpx.get(f"{self.base_url}/healthz", timeout=2).status_code == 200:
+                urls = [self.base_url] + ([self.cdn_url] if self.cdn_url else [])
+                if all(httpx.get(f"{url}/healthz", timeout=2).status_code == 200 for url in urls):
                     return self
             except httpx.HTTPError:
                 time.sleep(0.1)

@@ -1,4 +1,6 @@
-"""Headers every response carries: browser security headers (protocol section 12.7)."""
+"""Headers every response carries: browser security headers (protocol section 12.7), and a
+Cache-Control where the handler set none (a CDN applies its default TTL to a response without
+one; routing errors and CORS preflights are answered outside the stream handlers)."""
 
 from __future__ import annotations
 
@@ -7,15 +9,22 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-SECURITY_HEADERS = [
+from ..protocol.caching import NO_STORE
+
+DEFAULT_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"cross-origin-resource-policy", b"cross-origin"),
+    (b"cache-control", NO_STORE.encode()),
 ]
 
 
-class SecurityHeaders:
-    def __init__(self, app: ASGIApp) -> None:
+class DefaultHeaders:
+    def __init__(self, app: ASGIApp, extra: list[tuple[str, str]] | None = None) -> None:
         self.app = app
+        self.defaults = [
+            *DEFAULT_HEADERS,
+            *((name.lower().encode(), value.encode()) for name, value in extra or []),
+        ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -24,8 +33,8 @@ class SecurityHeaders:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                present = {name for name, _ in message.get("headers", [])}
-                extra = [(k, v) for k, v in SECURITY_HEADERS if k not in present]
+                present = {name.lower() for name, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in self.defaults if k not in present]
                 message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 

@@ -40,7 +40,7 @@ class SseSessions:
         watcher: TailWatcher,
         max_read_bytes: int,
         event_budget: int,
-        cursor_for: Callable[[StreamInfo, str | None], str],
+        cursor_for: Callable[[int, str | None], str],
     ) -> None:
         self.store = store
         self.watcher = watcher
@@ -104,5 +104,5 @@ class SseSessions:
 
     def _control(self, info: StreamInfo, position: int, up_to_date: bool, plan: SsePlan) -> bytes:
         closed = info.closed and position >= info.tail
-        cursor = None if closed else self.cursor_for(info, plan.client_cursor)
+        cursor = None if closed else self.cursor_for(position, plan.client_cursor)
         return control_event(format_offset(position), cursor, up_to_date, closed)

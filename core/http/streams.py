@@ -19,6 +19,7 @@ from starlette.responses import Response, StreamingResponse
 from ..config import Settings
 from ..protocol import caching
 from ..protocol.append import AppendIntent
+from ..protocol.caching import ReadMode, ReadShape
 from ..protocol.cursor import next_cursor
 from ..protocol.errors import ProtocolError, bad_request
 from ..protocol.headers import (
@@ -73,6 +74,18 @@ class ReadRequest:
     live: str | None
     cursor: str | None
     if_none_match: str | None
+
+    @property
+    def from_now(self) -> bool:
+        return self.start.kind is StartKind.NOW
+
+
+_SSE_SHAPE = ReadShape(ReadMode.SSE, has_data=False, at_tail=False, closed=False)
+_READ_MODES = {None: ReadMode.CATCH_UP, "long-poll": ReadMode.LONG_POLL, "sse": ReadMode.SSE}
+
+
+def _read_mode(read: ReadRequest) -> ReadMode:
+    return _READ_MODES[read.live]
 
 
 class StreamEndpoints:
@@ -145,7 +158,8 @@ class StreamEndpoints:
         except ValueError as exc:
             raise bad_request("Stream-Forked-From must be the source stream's path") from exc
         if parts.scheme or parts.netloc:
-            same_host = parts.netloc.lower() == request.headers.get("host", "").lower()
+            hosts = {request.headers.get(h, "").lower() for h in ("host", "x-forwarded-host")}
+            same_host = parts.netloc.lower() in hosts - {""}
             if parts.scheme not in {"http", "https"} or not same_host:
                 raise bad_request(
                     "Stream-Forked-From must name a stream on this server: send its path"
@@ -155,8 +169,9 @@ class StreamEndpoints:
         return parse_stream_path(unquote(parts.path[len(prefix) :]))
 
     def _location(self, request: Request, path: str) -> str:
-        """The new stream's URL: percent-encoded, on the host the request named."""
-        host = request.headers.get("host")
+        """The new stream's URL: percent-encoded, on the host the client named (the CDN's, when
+        the request came through one: it passes the viewer's Host as X-Forwarded-Host)."""
+        host = request.headers.get("x-forwarded-host") or request.headers.get("host")
         if host is None and request.scope.get("server"):
             host = "{}:{}".format(*request.scope["server"])  # an HTTP/1.0 request
         if host is None or not _HOST.fullmatch(host):
@@ -243,8 +258,8 @@ class StreamEndpoints:
         if read.live == "long-poll":
             return await self._long_poll(path, info, position, read)
         if read.start.kind is StartKind.NOW:
-            return self._tail_response(info, status=200)
-        return await self._data_response(info, position, read, live=False)
+            return self._tail_response(info, read, status=200)
+        return await self._data_response(info, position, read)
 
     async def _long_poll(
         self, path: str, info: StreamInfo, position: int, read: ReadRequest
@@ -262,14 +277,21 @@ class StreamEndpoints:
             if latest.soft_deleted:
                 return r.gone()
         if latest.tail > position:
-            return await self._data_response(latest, position, read, live=True)
-        return self._tail_response(latest, status=204, cursor=self._cursor(latest, read))
+            return await self._data_response(latest, position, read)
+        return self._tail_response(latest, read, status=204)
 
     async def _sse(self, path: str, info: StreamInfo, position: int, read: ReadRequest) -> Response:
         window = self.settings.sse_mode == "window"
         lifetime = self.settings.sse_window_seconds if window else self.settings.sse_lifetime
         plan = SsePlan(path, position, lifetime, stop_after_data=window, client_cursor=read.cursor)
-        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        headers = {
+            "Content-Type": "text/event-stream",
+            "Cache-Control": caching.read_cache_control(
+                self.settings.cache_rules, _SSE_SHAPE, None
+            ),
+            # nginx (the local CDN) passes an SSE stream through as it is written.
+            "X-Accel-Buffering": "no",
+        }
         if uses_base64(info.content_type):
             headers[r.STREAM_SSE_DATA_ENCODING] = "base64"
         events = self.sse.events(info, plan)
@@ -278,9 +300,7 @@ class StreamEndpoints:
             return Response(body, status_code=200, headers=headers)
         return StreamingResponse(events, status_code=200, headers=headers)
 
-    async def _data_response(
-        self, info: StreamInfo, position: int, read: ReadRequest, live: bool
-    ) -> Response:
+    async def _data_response(self, info: StreamInfo, position: int, read: ReadRequest) -> Response:
         batch = await run_in_threadpool(
             self.store.read, info, position, self.settings.max_read_bytes
         )
@@ -296,50 +316,43 @@ class StreamEndpoints:
         headers = {"Content-Type": info.content_type, **r.offset_headers(batch.end, closed)}
         if up_to_date:
             headers[r.STREAM_UP_TO_DATE] = "true"
-        if live and not closed:
-            headers[r.STREAM_CURSOR] = self._cursor(info, read)
+        if read.live is not None and not closed:
+            headers[r.STREAM_CURSOR] = self._cursor(batch.end, read)
         tag = caching.etag(info.incarnation, position, batch.end, closed)
         headers["ETag"] = tag
-        headers["Cache-Control"] = self._cache_control(
-            info, empty_open_tail=(batch.end == position and not closed)
-        )
+        shape = ReadShape(_read_mode(read), batch.end > position, up_to_date, closed, read.from_now)
+        headers["Cache-Control"] = self._cache_control(info, shape)
         if caching.etag_matches(read.if_none_match, tag):
             headers.pop("Content-Type")
             return Response(status_code=304, headers=headers)
         return Response(body, status_code=200, headers=headers)
 
-    def _tail_response(self, info: StreamInfo, status: int, cursor: str | None = None) -> Response:
+    def _tail_response(self, info: StreamInfo, read: ReadRequest, status: int) -> Response:
         """Nothing to return: the client is at the tail (offset=now, or a long-poll)."""
+        shape = ReadShape(_read_mode(read), False, True, info.closed, read.from_now)
         headers = {
             **r.stream_headers(info),
             r.STREAM_UP_TO_DATE: "true",
-            "Cache-Control": caching.NO_STORE,
+            "Cache-Control": self._cache_control(info, shape),
         }
-        if not info.closed and cursor is not None:
-            headers[r.STREAM_CURSOR] = cursor
+        if read.live is not None and not info.closed:
+            headers[r.STREAM_CURSOR] = self._cursor(info.tail, read)
         if status == 204:
             return Response(status_code=204, headers=headers)
         body = b"[]" if is_json(info.content_type) else b""
         return Response(body, status_code=status, headers=headers)
 
-    def _cursor(self, info: StreamInfo, read: ReadRequest) -> str:
-        return self._cursor_for(info, read.cursor)
+    def _cursor(self, position: int, read: ReadRequest) -> str:
+        return self._cursor_for(position, read.cursor)
 
     @staticmethod
-    def _cursor_for(info: StreamInfo, client_cursor: str | None) -> str:
-        return next_cursor(time.time(), client_cursor, f"{info.incarnation}:{info.tail}")
+    def _cursor_for(position: int, client_cursor: str | None) -> str:
+        return next_cursor(time.time(), client_cursor, position)
 
-    def _cache_control(self, info: StreamInfo, empty_open_tail: bool) -> str:
-        if empty_open_tail:
-            # Data may arrive at any moment; an empty tail answer must not be served later.
-            return caching.NO_STORE
+    def _cache_control(self, info: StreamInfo, shape: ReadShape) -> str:
         expiry = info.expiry_time()
-        return caching.read_cache_control(
-            self.settings.cache_visibility,
-            self.settings.cache_max_age,
-            self.settings.stale_while_revalidate,
-            None if expiry is None else expiry - time.time(),
-        )
+        seconds_to_expiry = None if expiry is None else expiry - time.time()
+        return caching.read_cache_control(self.settings.cache_rules, shape, seconds_to_expiry)
 
     # ------------------------------------------------------------------ helpers
 
@@ -407,10 +420,13 @@ def _parse_read(request: Request) -> ReadRequest:
     offsets = query.getlist("offset")
     if live is not None and not offsets:
         raise bad_request("live reads need an offset")
+    cursors = query.getlist("cursor")
+    if len(cursors) > 1:
+        raise bad_request("cursor may be given once")
     return ReadRequest(
         start=parse_read_start(offsets),
         live=live,
-        cursor=query.get("cursor"),
+        cursor=cursors[0] if cursors else None,
         if_none_match=request.headers.get("if-none-match"),
     )
 

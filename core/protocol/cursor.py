@@ -1,37 +1,46 @@
-"""Long-poll cursors: interval numbers that never go backwards, with deterministic jitter.
+"""Long-poll and SSE cursors: they never go backwards, and followers converge on one.
 
-Every follower of the same stream position computes the same cursor, so a CDN sees one cache
-key per position and interval and can collapse their requests into one origin request.
+A live reader echoes the last cursor it was given, so the cursor is part of a CDN's cache key.
+The protocol requires a cursor strictly greater than the one echoed (so a reader never meets
+the same cached response twice) and suggests an interval number plus random jitter. Jitter
+keeps apart readers that should share: a reader who joins late starts from the current
+interval while the others run ahead of it by their jitter, and from then on every append costs
+one origin request per group of readers instead of one per stream.
+
+Here a cursor is an anchor made of the reader's position in the stream and the clock:
+
+    anchor = position * POSITION_WEIGHT + whole seconds since CURSOR_EPOCH
+    cursor = anchor, or the echoed cursor + 1 when that is not below the anchor
+
+Every reader handed the same data gets the same anchor (the same position, the same second),
+however it got there. The anchor grows by at least POSITION_WEIGHT with every byte appended, so
+any stragglers (readers served a few seconds apart) converge on the next append; on an idle
+stream it grows by the long-poll timeout with every 204. Cursors stay decimal integers below
+2**53, so JavaScript clients that parse them compare them exactly.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
-
-CURSOR_EPOCH = 1728432000.0  # 2024-10-09T00:00:00Z
-INTERVAL_SECONDS = 20
-_MAX_JITTER_SECONDS = 3600
-
-
-def current_interval(now: float, interval: int = INTERVAL_SECONDS) -> int:
-    return int((now - CURSOR_EPOCH) // interval)
+CURSOR_EPOCH = 1728432000.0  # 2024-10-09T00:00:00Z, the protocol's suggested epoch
+# More than the seconds between readers answered separately for one append, so that the next
+# append's anchor is ahead of every cursor they hold.
+POSITION_WEIGHT = 100
+_MAX_CURSOR = 2**53 - 1
+_MAX_DIGITS = 16
 
 
-def next_cursor(
-    now: float, client_cursor: str | None, stream_key: str, interval: int = INTERVAL_SECONDS
-) -> str:
-    """The cursor for a live response: the current interval, or past the client's cursor."""
-    current = current_interval(now, interval)
-    echoed = _parse_cursor(client_cursor)
-    if echoed is None or echoed < current:
-        return str(current)
-    digest = hashlib.sha256(f"{stream_key}|{echoed}".encode()).digest()
-    jitter_seconds = 1 + int.from_bytes(digest[:4], "big") % _MAX_JITTER_SECONDS
-    return str(echoed + max(1, math.ceil(jitter_seconds / interval)))
+def next_cursor(now: float, client_cursor: str | None, position: int) -> str:
+    """The cursor for a live response that leaves its reader at `position`."""
+    anchor = position * POSITION_WEIGHT + max(0, int(now - CURSOR_EPOCH))
+    echoed = parse_cursor(client_cursor)
+    if echoed is None or echoed < anchor:
+        return str(min(anchor, _MAX_CURSOR))
+    return str(echoed + 1)
 
 
-def _parse_cursor(value: str | None) -> int | None:
-    if value is None or not (value.isascii() and value.isdigit()) or len(value) > 18:
+def parse_cursor(value: str | None) -> int | None:
+    """An echoed cursor, or None when absent or not one of ours (such a cursor is ignored)."""
+    if value is None or not (value.isascii() and value.isdigit()) or len(value) > _MAX_DIGITS:
         return None
-    return int(value)
+    number = int(value)
+    return number if number <= _MAX_CURSOR else None

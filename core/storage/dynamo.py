@@ -200,6 +200,10 @@ class DynamoStore:
                 else:
                     source, position = resolved
             info = self._new_stream(path, spec, now, source, position, incarnation)
+            if existing is not None and existing.incarnation == incarnation:
+                # Our own commit, whose answer was lost (a timeout that botocore retried into
+                # a conflict with itself): this call created the stream.
+                return CreateOutcome(CreateStatus.CREATED, existing)
             if existing is not None:
                 return CreateOutcome(self._compare(existing, info), existing)
             body = self.chunks.body_for(info.incarnation, spec.payload, body)

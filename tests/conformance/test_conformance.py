@@ -12,6 +12,8 @@ import pytest
 from report import summarize
 from support import ServerProcess
 
+from core.cdn import install_nginx
+
 HERE = Path(__file__).resolve().parent
 CORE_TESTS = 211  # every active test that involves neither SSE nor forks
 ALL_ACTIVE_TESTS = 332  # 338 in 0.3.6, less the 6 opt-in subscription tests
@@ -64,7 +66,7 @@ def run_suite(base_url: str, report: Path) -> subprocess.CompletedProcess[str]:
 
 def check_full_suite(server: ServerProcess, report: Path, label: str) -> None:
     with server:
-        run = run_suite(server.base_url, report)
+        run = run_suite(server.cdn_url or server.base_url, report)
     assert report.exists(), run.stdout[-4000:] + run.stderr[-4000:]
     everything = summarize(report)
     core = summarize(report, core_only=True)
@@ -89,3 +91,11 @@ def test_conformance_through_the_lambda_handler(tmp_path: Path) -> None:
     """functions.api.handler behind Function URL events, SSE in bounded-window mode."""
     server = ServerProcess("--long-poll-timeout", "1", module="infra.lambda_bridge")
     check_full_suite(server, tmp_path / "report.json", "through the Lambda bridge")
+
+
+def test_conformance_through_the_local_cdn(tmp_path: Path) -> None:
+    """Every request through nginx configured like the CloudFront distribution: caching and
+    collapsing must not break any protocol rule."""
+    install_nginx()
+    server = ServerProcess("--long-poll-timeout", "1", with_cdn=True)
+    check_full_suite(server, tmp_path / "report.json", "through the local CDN (nginx)")

@@ -431,3 +431,30 @@ def test_an_append_never_moves_the_access_time_back(backend: Backend) -> None:
     clock.now = started + 16.9
     assert reader.get("t") is not None, "expired before the read at 7 s plus the TTL"
     assert read_all(reader, "t") == b"x"
+
+
+@pytest.mark.parametrize("body", [b"", b"x" * 10, b"y" * 5000])
+def test_a_create_whose_answer_was_lost_reports_that_it_created(
+    backend: Backend, body: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit lands but its answer is lost, and botocore's retry conflicts with it: the
+    stream the next attempt finds is this create's own, so it reports CREATED (201)."""
+    from core.storage.aws import Conflict
+
+    store = store_on(backend)
+    real_write = store._write
+    calls = []
+
+    def write_then_lose_the_answer(actions: list[dict[str, Any]]) -> None:
+        calls.append(actions)
+        real_write(actions)
+        if len(calls) == 1:
+            raise Conflict("the retry met the write it repeats")
+
+    monkeypatch.setattr(store, "_write", write_then_lose_the_answer)
+    outcome = store.create("lost", spec(payload=Payload(body)))
+    assert outcome.status is CreateStatus.CREATED
+    assert len(calls) == 1
+    assert read_all(store, "lost") == body
+    # A second create of the same path is not this one: it finds the stream existing.
+    assert store.create("lost", spec()).status is CreateStatus.EXISTS

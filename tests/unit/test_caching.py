@@ -6,7 +6,16 @@ import itertools
 
 import pytest
 
-from core.protocol.caching import NO_STORE, etag, etag_matches, read_cache_control
+from core.protocol.caching import (
+    EVENT_STREAM,
+    NO_STORE,
+    CacheRules,
+    ReadMode,
+    ReadShape,
+    etag,
+    etag_matches,
+    read_cache_control,
+)
 
 # ---------------------------------------------------------------- etag
 
@@ -119,20 +128,77 @@ def test_weak_etag_matches(if_none_match: str) -> None:
 
 # ---------------------------------------------------------------- Cache-Control
 
+RULES = CacheRules("public", 60, 300, 1)
+SHARED = "public, max-age=60, stale-while-revalidate=300"
+TIMEOUT = "public, max-age=1, stale-while-revalidate=0"
+CATCH_UP, LONG_POLL, SSE = ReadMode.CATCH_UP, ReadMode.LONG_POLL, ReadMode.SSE
+
 
 @pytest.mark.parametrize(
-    ("visibility", "max_age", "swr", "expected"),
+    ("shape", "expected"),
     [
-        ("public", 60, 300, "public, max-age=60, stale-while-revalidate=300"),
-        ("private", 60, 300, "private, max-age=60, stale-while-revalidate=300"),
-        ("public", 0, 0, "public, max-age=0, stale-while-revalidate=0"),
-        ("public", 3600, 86400, "public, max-age=3600, stale-while-revalidate=86400"),
+        # mid-stream ranges never change
+        (ReadShape(CATCH_UP, has_data=True, at_tail=False, closed=False), SHARED),
+        (ReadShape(LONG_POLL, has_data=True, at_tail=False, closed=False), SHARED),
+        # the end of a closed stream is final
+        (ReadShape(CATCH_UP, has_data=True, at_tail=True, closed=True), SHARED),
+        (ReadShape(CATCH_UP, has_data=False, at_tail=True, closed=True), SHARED),
+        (ReadShape(LONG_POLL, has_data=False, at_tail=True, closed=True), SHARED),
+        (ReadShape(LONG_POLL, has_data=True, at_tail=True, closed=True), SHARED),
+        # a long-poll reader moves on from Stream-Next-Offset with a new cursor
+        (ReadShape(LONG_POLL, has_data=True, at_tail=True, closed=False), SHARED),
+        # a 204 is kept just long enough to reach every collapsed waiter
+        (ReadShape(LONG_POLL, has_data=False, at_tail=True, closed=False), TIMEOUT),
+        # read-your-writes: a catch-up reader stops at the open tail
+        (ReadShape(CATCH_UP, has_data=True, at_tail=True, closed=False), NO_STORE),
+        (ReadShape(CATCH_UP, has_data=False, at_tail=True, closed=False), NO_STORE),
+        # the tail as of now, and SSE, are never kept
+        (ReadShape(CATCH_UP, False, True, False, from_now=True), NO_STORE),
+        (ReadShape(CATCH_UP, False, True, True, from_now=True), NO_STORE),
+        (ReadShape(LONG_POLL, True, True, False, from_now=True), NO_STORE),
+        (ReadShape(LONG_POLL, False, True, False, from_now=True), NO_STORE),
+        (ReadShape(LONG_POLL, True, False, False, from_now=True), NO_STORE),
+        (ReadShape(SSE, has_data=False, at_tail=False, closed=False), EVENT_STREAM),
+        (ReadShape(SSE, has_data=True, at_tail=True, closed=True), EVENT_STREAM),
     ],
 )
-def test_cache_control_without_expiry(
-    visibility: str, max_age: int, swr: int, expected: str
+def test_cache_control_decision(shape: ReadShape, expected: str) -> None:
+    assert read_cache_control(RULES, shape, None) == expected
+
+
+ALL_SHAPES = [
+    ReadShape(mode, has_data, at_tail, closed, from_now)
+    for mode, has_data, at_tail, closed, from_now in itertools.product(
+        ReadMode, [False, True], [False, True], [False, True], [False, True]
+    )
+    if at_tail or not closed  # Stream-Closed is only sent at the tail
+]
+
+
+@pytest.mark.parametrize("shape", ALL_SHAPES)
+def test_an_open_tail_is_never_cached_for_catch_up(shape: ReadShape) -> None:
+    header = read_cache_control(RULES, shape, None)
+    if shape.mode is not LONG_POLL and shape.at_tail and not shape.closed:
+        assert header in {NO_STORE, EVENT_STREAM}
+
+
+@pytest.mark.parametrize("shape", ALL_SHAPES)
+def test_an_open_tail_without_data_is_cached_at_most_the_timeout_lifetime(
+    shape: ReadShape,
 ) -> None:
-    assert read_cache_control(visibility, max_age, swr, None) == expected
+    header = read_cache_control(RULES, shape, None)
+    if shape.at_tail and not shape.closed and not shape.has_data:
+        assert header in {NO_STORE, EVENT_STREAM, TIMEOUT}
+
+
+@pytest.mark.parametrize("visibility", ["public", "private"])
+def test_visibility_is_the_deployments(visibility: str) -> None:
+    rules = CacheRules(visibility, 60, 300, 1)
+    shape = ReadShape(CATCH_UP, has_data=True, at_tail=False, closed=False)
+    assert read_cache_control(rules, shape, None).startswith(f"{visibility}, ")
+
+
+MID_STREAM = ReadShape(CATCH_UP, has_data=True, at_tail=False, closed=False)
 
 
 @pytest.mark.parametrize(
@@ -156,24 +222,23 @@ def test_cache_control_without_expiry(
 def test_cache_control_capped_by_expiry(
     max_age: int, swr: int, seconds_to_expiry: float, expected: str
 ) -> None:
-    assert read_cache_control("public", max_age, swr, seconds_to_expiry) == expected
+    rules = CacheRules("public", max_age, swr, 1)
+    assert read_cache_control(rules, MID_STREAM, seconds_to_expiry) == expected
+
+
+def test_a_timeout_is_not_cached_past_expiry() -> None:
+    shape = ReadShape(LONG_POLL, has_data=False, at_tail=True, closed=False)
+    assert read_cache_control(RULES, shape, 0.5) == NO_STORE
 
 
 @pytest.mark.parametrize("seconds_to_expiry", [0.5, 1, 10, 59.9, 60, 61, 299, 3600, 10**9])
-def test_max_age_never_outlives_the_stream(seconds_to_expiry: float) -> None:
-    header = read_cache_control("public", 60, 300, seconds_to_expiry)
-    if header == NO_STORE:
-        return
-    fields = dict(part.strip().split("=") for part in header.split(",")[1:])
-    assert int(fields["max-age"]) <= seconds_to_expiry
-    assert int(fields["stale-while-revalidate"]) <= seconds_to_expiry
-
-
-@pytest.mark.parametrize("seconds_to_expiry", [61, 100, 299, 359])
+@pytest.mark.parametrize("shape", ALL_SHAPES)
 def test_cached_lifetime_including_stale_never_outlives_the_stream(
-    seconds_to_expiry: float,
+    seconds_to_expiry: float, shape: ReadShape
 ) -> None:
-    header = read_cache_control("public", 60, 300, seconds_to_expiry)
+    header = read_cache_control(RULES, shape, seconds_to_expiry)
+    if header in {NO_STORE, EVENT_STREAM}:
+        return
     fields = dict(part.strip().split("=") for part in header.split(",")[1:])
     assert int(fields["max-age"]) + int(fields["stale-while-revalidate"]) <= seconds_to_expiry
 

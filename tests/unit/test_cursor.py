@@ -1,174 +1,110 @@
-"""Long-poll cursors (PROTOCOL.md section 10.1): intervals, jitter, monotonic progression."""
+"""Cursors: strictly increasing for each reader, shared by every reader of the same data."""
 
 from __future__ import annotations
 
-import math
-from datetime import UTC, datetime
+import random
 
 import pytest
 
-from core.protocol.cursor import (
-    CURSOR_EPOCH,
-    INTERVAL_SECONDS,
-    current_interval,
-    next_cursor,
-)
+from core.protocol.cursor import CURSOR_EPOCH, POSITION_WEIGHT, next_cursor, parse_cursor
 
-NOW = CURSOR_EPOCH + 1000 * INTERVAL_SECONDS + 7.5  # inside interval 1000
-CURRENT = 1000
-MAX_STEP = math.ceil(3600 / INTERVAL_SECONDS)  # jitter of up to 3600 s, in intervals
-KEYS = [f"incarnation-{i}:{i * 37}" for i in range(60)]
+NOW = CURSOR_EPOCH + 50_000_000.5
+LONG_POLL_TIMEOUT = 15
 
 
-def test_epoch_is_2024_10_09_utc() -> None:
-    assert datetime(2024, 10, 9, tzinfo=UTC).timestamp() == CURSOR_EPOCH
-    assert INTERVAL_SECONDS == 20
+def anchor(now: float, position: int) -> int:
+    return position * POSITION_WEIGHT + int(now - CURSOR_EPOCH)
 
 
-# ---------------------------------------------------------------- current interval
+@pytest.mark.parametrize("position", [0, 1, 17, 10**9, 10**13])
+def test_without_an_echo_the_cursor_is_the_anchor(position: int) -> None:
+    assert next_cursor(NOW, None, position) == str(anchor(NOW, position))
 
 
 @pytest.mark.parametrize(
-    ("offset_seconds", "interval", "expected"),
-    [
-        (0, 20, 0),
-        (0.001, 20, 0),
-        (19.999, 20, 0),
-        (20, 20, 1),
-        (39.999, 20, 1),
-        (40, 20, 2),
-        (20_000, 20, 1000),
-        (20_007.5, 20, 1000),
-        (86_400, 20, 4320),
-        (59, 60, 0),
-        (60, 60, 1),
-        (5, 1, 5),
-        (-0.001, 20, -1),
-        (-20, 20, -1),
-        (-20.001, 20, -2),
-    ],
+    "echoed", ["", "abc", "-5", "1.5", "١٢", "12345678901234567", str(2**53), " 12"]
 )
-def test_current_interval(offset_seconds: float, interval: int, expected: int) -> None:
-    assert current_interval(CURSOR_EPOCH + offset_seconds, interval) == expected
+def test_cursors_not_of_ours_are_ignored(echoed: str) -> None:
+    assert parse_cursor(echoed) is None
+    assert next_cursor(NOW, echoed, 10) == str(anchor(NOW, 10))
 
 
-def test_current_interval_default_is_twenty_seconds() -> None:
-    assert current_interval(CURSOR_EPOCH + 45) == 2
+@pytest.mark.parametrize("position", [0, 5, 10**6])
+@pytest.mark.parametrize("offset_from_anchor", [0, 1, 2, 10**6])
+def test_an_echo_at_or_ahead_of_the_anchor_is_exceeded_by_one(
+    position: int, offset_from_anchor: int
+) -> None:
+    echoed = anchor(NOW, position) + offset_from_anchor
+    assert next_cursor(NOW, str(echoed), position) == str(echoed + 1)
 
 
-def test_current_interval_never_decreases_with_time() -> None:
-    values = [current_interval(CURSOR_EPOCH + t / 4) for t in range(0, 4000)]
-    assert values == sorted(values)
+def test_an_echo_behind_the_anchor_gives_the_anchor() -> None:
+    assert next_cursor(NOW, "7", 3) == str(anchor(NOW, 3))
 
 
-# ---------------------------------------------------------------- next cursor
+def test_cursors_are_decimal_and_exact_in_javascript() -> None:
+    cursor = next_cursor(NOW, str(2**53 - 1), 10**13)
+    assert cursor.isdigit() and int(cursor) <= 2**53
 
 
-@pytest.mark.parametrize("client_cursor", [None, "0", "1", "999", str(CURRENT - 1), "0999"])
-def test_old_or_absent_cursor_gets_the_current_interval(client_cursor: str | None) -> None:
-    assert next_cursor(NOW, client_cursor, "k") == str(CURRENT)
+def test_the_protocol_collision_rule_holds_on_any_history() -> None:
+    """Whatever the reader's history, its next cursor is strictly greater than its echo."""
+    rng = random.Random(7)
+    for _ in range(2000):
+        now = NOW + rng.uniform(-1e6, 1e6)
+        position = rng.randrange(0, 10**12)
+        echoed = rng.choice([None, anchor(now, position) + rng.randrange(-5, 5)])
+        got = int(next_cursor(now, None if echoed is None else str(echoed), position))
+        if echoed is not None and echoed >= 0:
+            assert got > echoed
 
 
-@pytest.mark.parametrize(
-    "client_cursor",
-    [str(CURRENT), str(CURRENT + 1), str(CURRENT + 500), "999999999999999999"],
-)
-@pytest.mark.parametrize("key", KEYS[:10])
-def test_cursor_at_or_past_current_is_strictly_increased(client_cursor: str, key: str) -> None:
-    result = int(next_cursor(NOW, client_cursor, key))
-    echoed = int(client_cursor)
-    assert result > echoed
-    assert 1 <= result - echoed <= MAX_STEP
+def _follow(readers: dict[str, str | None], now: float, position: int) -> dict[str, str | None]:
+    return {name: next_cursor(now, cursor, position) for name, cursor in readers.items()}
 
 
-@pytest.mark.parametrize("key", KEYS)
-def test_jitter_is_between_one_second_and_an_hour(key: str) -> None:
-    for interval in (1, 20, 60, 3600, 7200):
-        current = current_interval(NOW, interval)
-        step = int(next_cursor(NOW, str(current), key, interval)) - current
-        assert 1 <= step <= max(1, math.ceil(3600 / interval))
+def test_a_late_joiner_converges_with_the_followers_on_the_next_append() -> None:
+    """Followers who hold cursors from earlier appends and a reader who has none get the same
+    cursor for the same data: one cache key for all of them."""
+    followers: dict[str, str | None] = {"a": None, "b": None}
+    position, now = 100, NOW
+    for _ in range(50):  # fast appends, many a second
+        position += 37
+        now += 0.05
+        followers = _follow(followers, now, position)
+    readers = {**followers, "late": None}
+    readers = _follow(readers, now + 0.01, position + 20)
+    assert len(set(readers.values())) == 1
 
 
-def test_jitter_varies_between_streams() -> None:
-    steps = {int(next_cursor(NOW, str(CURRENT), key)) - CURRENT for key in KEYS}
-    assert len(steps) > 1
+def test_readers_served_seconds_apart_converge_on_the_next_append() -> None:
+    position = 1000
+    a = next_cursor(NOW, None, position)
+    b = next_cursor(NOW + 7, None, position)  # the same data, answered 7 s later
+    assert a != b
+    position += 1  # the smallest possible append
+    assert next_cursor(NOW + 8, a, position) == next_cursor(NOW + 8, b, position)
 
 
-@pytest.mark.parametrize("client_cursor", [None, "5", str(CURRENT), str(CURRENT + 3), "abc"])
-@pytest.mark.parametrize("key", KEYS[:5])
-def test_deterministic_for_same_inputs(client_cursor: str | None, key: str) -> None:
-    results = {next_cursor(NOW, client_cursor, key) for _ in range(5)}
-    assert len(results) == 1
+def test_idle_long_polls_keep_moving_the_cursor_forward() -> None:
+    """On an idle stream every 204 gives a new cursor (a new cache key) and the cursor does
+    not run away from the clock: a newcomer converges after one timeout."""
+    position, now = 500, NOW
+    old: str | None = None
+    for _ in range(1000):
+        now += LONG_POLL_TIMEOUT
+        new = next_cursor(now, old, position)
+        assert old is None or int(new) > int(old)
+        old = new
+    newcomer = next_cursor(now, None, position)
+    assert old == newcomer
 
 
-@pytest.mark.parametrize("key", KEYS[:10])
-def test_same_result_anywhere_in_the_interval(key: str) -> None:
-    start = CURSOR_EPOCH + CURRENT * INTERVAL_SECONDS
-    results = {next_cursor(start + dt, str(CURRENT), key) for dt in (0, 0.5, 10, 19.999)}
-    assert len(results) == 1
-
-
-@pytest.mark.parametrize("key", KEYS[:10])
-def test_never_backwards_when_echoed(key: str) -> None:
-    """A client echoing each cursor, polling at various times, never sees one go backwards."""
-    cursor: str | None = None
-    previous = -1
-    for step in range(300):
-        now = CURSOR_EPOCH + 50_000 + step * 7.3
-        result = int(next_cursor(now, cursor, key))
-        assert result > previous
-        assert result >= current_interval(now)
-        previous = result
-        cursor = str(result)
-
-
-@pytest.mark.parametrize("key", KEYS[:10])
-def test_result_is_never_below_current_interval(key: str) -> None:
-    for client_cursor in [None, "0", str(CURRENT - 1), str(CURRENT), str(CURRENT + 10)]:
-        assert int(next_cursor(NOW, client_cursor, key)) >= CURRENT
-
-
-@pytest.mark.parametrize("client_cursor", [None, "3", str(CURRENT), str(CURRENT + 9)])
-def test_cursor_is_a_plain_decimal_string(client_cursor: str | None) -> None:
-    result = next_cursor(NOW, client_cursor, "k")
-    assert result.isascii() and result.isdigit()
-    assert result == str(int(result))
-
-
-@pytest.mark.parametrize(
-    "garbage",
-    [
-        "",
-        " ",
-        "abc",
-        "-1",
-        "-1001",
-        "+1001",
-        "1001.0",
-        "1.5",
-        "1e3",
-        "0x3e9",
-        " 1001",
-        "1001 ",
-        "10 01",
-        "1001abc",
-        "1" * 19,  # too long to be a cursor
-        "9" * 100,
-        "null",
-        "\x00",
-    ],
-)
-def test_garbage_cursor_is_ignored(garbage: str) -> None:
-    assert next_cursor(NOW, garbage, "k") == str(CURRENT)
-
-
-@pytest.mark.parametrize("garbage", ["\u00b2", "1\u00b2", "\u2460"])
-def test_unicode_digit_like_cursor_is_ignored(garbage: str) -> None:
-    assert next_cursor(NOW, garbage, "k") == str(CURRENT)
-
-
-@pytest.mark.parametrize("garbage", ["\u0661\u0660\u0660\u0660", "\uff11\uff10\uff10\uff10"])
-def test_non_ascii_decimal_cursor_never_goes_below_current(garbage: str) -> None:
-    # Arabic-Indic and full-width digits parse as numbers; whatever they mean, the cursor
-    # must still not fall behind the current interval.
-    assert int(next_cursor(NOW, garbage, "k")) >= CURRENT
+def test_a_follower_never_meets_its_own_cursor_again_at_one_position() -> None:
+    """The cache-loop guard: repeated answers at one position, within one second."""
+    seen = set()
+    cursor = None
+    for _ in range(100):
+        cursor = next_cursor(NOW, cursor, 42)
+        assert cursor not in seen
+        seen.add(cursor)

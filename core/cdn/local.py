@@ -1,0 +1,152 @@
+"""Running the local CDN: nginx on loopback in front of the server, as the invoking user, with
+its configuration, cache and temporary files in a private directory removed when it stops."""
+
+from __future__ import annotations
+
+import ctypes
+import grp
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from .nginx import NginxSite, render_nginx_conf
+from .policy import DEFAULT_POLICY, CdnPolicy
+
+_PR_SET_PDEATHSIG = 1
+# Where `dsaws install-nginx` unpacks Debian's nginx package when the system has none.
+NGINX_HOME = Path.home() / ".cache" / "durable-streams-aws" / "nginx"
+INSTALL_HINT = (
+    "nginx is needed for --cdn-port: run `dsaws install-nginx` (it unpacks Debian's nginx "
+    f"package into {NGINX_HOME}, starting no service), or `apt-get install nginx-light`"
+)
+
+
+class NginxNotFound(RuntimeError):
+    def __init__(self) -> None:
+        super().__init__(INSTALL_HINT)
+
+
+def find_nginx() -> str | None:
+    """nginx from $DSAWS_NGINX, the unpacked package, the PATH, or /usr/sbin."""
+    candidates = [
+        os.environ.get("DSAWS_NGINX"),
+        str(NGINX_HOME / "usr" / "sbin" / "nginx"),
+        shutil.which("nginx"),
+        "/usr/sbin/nginx",
+    ]
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+class LocalCdn:
+    def __init__(
+        self,
+        listen_port: int,
+        origin_port: int,
+        *,
+        host: str = "127.0.0.1",
+        origin_host: str = "127.0.0.1",
+        policy: CdnPolicy = DEFAULT_POLICY,
+    ) -> None:
+        self.listen_port = listen_port
+        self.origin_port = origin_port
+        self.host = host
+        self.origin_host = origin_host
+        self.policy = policy
+        self.workdir: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.listen_port}"
+
+    @property
+    def access_log(self) -> Path:
+        assert self.workdir is not None
+        return self.workdir / "access.log"
+
+    def start(self, timeout: float = 10.0) -> LocalCdn:
+        binary = find_nginx()
+        if binary is None:
+            raise NginxNotFound()
+        self.workdir = Path(tempfile.mkdtemp(prefix="dsaws-cdn-"))
+        site = NginxSite(
+            self.host, self.listen_port, self.origin_host, self.origin_port, self.workdir, _run_as()
+        )
+        conf = self.workdir / "nginx.conf"
+        conf.write_text(render_nginx_conf(self.policy, site))
+        command = [binary, "-p", str(self.workdir), "-c", str(conf)]
+        command += ["-e", str(self.workdir / "error.log"), "-g", "daemon off;"]
+        self._process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=_stop_with_parent,
+        )
+        self._wait_until_listening(timeout)
+        return self
+
+    def _wait_until_listening(self, timeout: float) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                message = self._process.stderr.read().decode() if self._process.stderr else ""
+                log = self.workdir / "error.log" if self.workdir else None
+                if log is not None and log.exists():
+                    message += log.read_text()
+                self.stop()
+                raise RuntimeError(f"nginx did not start: {message.strip()}")
+            with socket.socket() as probe:
+                probe.settimeout(0.2)
+                if probe.connect_ex((self.host, self.listen_port)) == 0:
+                    return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"nginx did not listen on {self.host}:{self.listen_port}")
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()  # SIGTERM: nginx's fast shutdown
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if process is not None and process.stderr is not None:
+            process.stderr.close()
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+    def __enter__(self) -> LocalCdn:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _stop_with_parent() -> None:
+    """Linux: nginx gets SIGTERM when the process that started it dies, even by SIGKILL."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def _run_as() -> tuple[str, str] | None:
+    """Started as root, nginx would hand its workers to `nobody`; keep them as the invoker."""
+    if os.geteuid() != 0:
+        return None
+    return pwd.getpwuid(os.geteuid()).pw_name, grp.getgrgid(os.getegid()).gr_name

@@ -1,0 +1,58 @@
+"""The CDN's behaviour, stated once: the CloudFront distribution in `template.yaml` and the local
+nginx stand-in are both checked against (nginx: generated from) these values.
+
+Why each value is what it is, in short (the README has the long form):
+
+- The cache key is the path, the read parameters the protocol uses, and whether the request is
+  a HEAD; nothing else. Cookies and other headers would only split the cache. Parameter order is
+  normalized first (CloudFront: the viewer-request function; nginx: the key names each parameter).
+- Minimum TTL 0 so the origin's `no-store` is obeyed; default TTL 0 so a response without a
+  Cache-Control (which our origin never sends, but AWS's own error pages may) is not cached;
+  maximum TTL an hour, the longest a misconfigured origin could pin a response at the edge.
+- No error is cached by the CDN on its own account: the origin marks every error `no-store`,
+  and CloudFront would otherwise cache 400, 403, 404, 405, 414, 416 and 5xx for 10 s.
+- The origin is given longer than the function's own timeout, so CloudFront never gives up on
+  (and retries) a long-poll that the function will still answer; idle connections to the
+  origin are kept for a minute, across the gaps between one long-poll cycle and the next.
+- A request that finds another one for the same key in flight waits for it (collapsing) for as
+  long as that one may take, the origin timeout, rather than going to the origin itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# The read parameters in the cache key. Issue-12 signed reads will add theirs here.
+KEY_QUERY_PARAMETERS: tuple[str, ...] = ("cursor", "live", "offset")
+# Set by the viewer-request function on HEAD requests only (and removed from others), so a HEAD
+# is never answered from a cached GET: HEAD describes the tail, a GET a range.
+METHOD_KEY_HEADER = "x-ds-method"
+# CloudFront caches these statuses for 10 s unless told otherwise.
+CLOUDFRONT_CACHED_ERRORS: tuple[int, ...] = (400, 403, 404, 405, 414, 416, 500, 501, 502, 503, 504)
+
+
+@dataclass(frozen=True)
+class CdnPolicy:
+    key_query_parameters: tuple[str, ...] = KEY_QUERY_PARAMETERS
+    min_ttl: int = 0
+    default_ttl: int = 0
+    max_ttl: int = 3600
+    error_caching_ttls: dict[int, int] = field(
+        default_factory=lambda: dict.fromkeys(CLOUDFRONT_CACHED_ERRORS, 0)
+    )
+    compress: bool = True
+    function_timeout: int = 30  # the ApiFunction's Timeout in template.yaml
+    origin_keepalive_timeout: int = 60
+
+    @property
+    def origin_read_timeout(self) -> int:
+        """Seconds the CDN waits for the origin: beyond the function's own timeout."""
+        return self.function_timeout + 5
+
+    @property
+    def collapse_wait(self) -> int:
+        """Seconds a request waits for an in-flight request with the same key."""
+        return self.origin_read_timeout
+
+
+DEFAULT_POLICY = CdnPolicy()

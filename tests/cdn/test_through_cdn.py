@@ -1,0 +1,191 @@
+"""Reads through the local CDN (nginx configured like the CloudFront distribution): many live
+readers cost the origin about one request per append, catch-up chunks are served once, and
+caching never hides data, closure or the tail."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from benchmarks.cdn_fanout import Rig, fanout, rig
+
+pytestmark = pytest.mark.integration
+
+CHUNK = 32 * 1024
+STREAM_BYTES = 2 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def cdn() -> Iterator[Rig]:
+    with rig(long_poll_timeout=5.0) as running:
+        yield running
+
+
+def url(cdn: Rig, name: str, via_cdn: bool = True) -> str:
+    return cdn.stream_url(cdn.cdn_url if via_cdn else cdn.origin_url, name)
+
+
+def test_two_hundred_live_readers_cost_one_origin_request_per_append(cdn: Rig) -> None:
+    result = asyncio.run(fanout(cdn, readers=200, appends=20, spacing=0.5))
+    print(
+        f"\n200 readers, 20 appends: {result.origin_reads} origin reads "
+        f"({result.origin_reads_per_append:.2f} per append), "
+        f"{result.aws_calls_per_append:.1f} AWS calls per append, "
+        f"CDN hit ratio {result.hit_ratio:.1%}, reader requests {result.reader_requests}, "
+        f"latency p50 {result.percentile_ms(0.5):.0f} ms p99 {result.percentile_ms(0.99):.0f} ms"
+    )
+    assert result.problems == []  # every reader got every message once, in order
+    assert result.origin_reads_per_append <= 2.0
+    assert result.hit_ratio > 0.95
+
+
+def _write_stream(cdn: Rig, name: str, close: bool) -> bytes:
+    origin = url(cdn, name, via_cdn=False)
+    data = bytearray()
+    with httpx.Client(timeout=30) as client:
+        assert client.put(origin, headers={"Content-Type": "text/plain"}).status_code == 201
+        for index in range(STREAM_BYTES // CHUNK):
+            piece = bytes([65 + index % 26]) * CHUNK
+            response = client.post(origin, content=piece, headers={"Content-Type": "text/plain"})
+            assert response.status_code == 204
+            data += piece
+        if close:
+            assert client.post(origin, headers={"Stream-Closed": "true"}).status_code == 204
+    return bytes(data)
+
+
+async def _catch_up(cdn: Rig, name: str, readers: int) -> list[bytes]:
+    async def read() -> bytes:
+        out, offset = bytearray(), "-1"
+        async with httpx.AsyncClient(timeout=60) as client:
+            while True:
+                response = await client.get(url(cdn, name), params={"offset": offset})
+                assert response.status_code == 200, response.text
+                out += response.content
+                offset = response.headers["stream-next-offset"]
+                if response.headers.get("stream-up-to-date") == "true":
+                    return bytes(out)
+
+    return list(await asyncio.gather(*(read() for _ in range(readers))))
+
+
+def _origin_reads(cdn: Rig, name: str) -> dict[str, int]:
+    prefix = f"{cdn.backend.settings.base_path}/{name}?"
+    return {key: count for key, count in cdn.counter.reads.items() if key.startswith(prefix)}
+
+
+def _catch_up_reads(cdn: Rig, name: str, close: bool, readers: int = 50) -> dict[str, int]:
+    """Origin reads per read URL while `readers` read a fresh 2 MiB stream from the start."""
+    data = _write_stream(cdn, name, close=close)
+    cdn.counter.reset()
+    results = asyncio.run(_catch_up(cdn, name, readers=readers))
+    assert all(result == data for result in results)
+    reads = _origin_reads(cdn, name)
+    state = "closed" if close else "open"
+    print(f"\n{readers} readers of a {state} 2 MiB stream: origin reads per chunk {reads}")
+    return reads
+
+
+def test_fifty_catch_up_readers_of_a_closed_stream_get_each_chunk_from_the_origin_once(
+    cdn: Rig,
+) -> None:
+    reads = _catch_up_reads(cdn, "catch-up-closed", close=True)
+    assert len(reads) >= 2  # the stream spans several chunks
+    assert set(reads.values()) == {1}
+
+
+def test_an_open_streams_tail_chunk_reaches_the_origin_for_every_reader(cdn: Rig) -> None:
+    """Read-your-writes: the chunk that reaches the tail of an open stream is not cached, so a
+    writer reading after its append sees it. Every earlier chunk is still served once."""
+    counts = sorted(_catch_up_reads(cdn, "catch-up-open", close=False).values())
+    assert counts[:-1] == [1] * (len(counts) - 1) and counts[-1] == 50
+
+
+def test_a_writer_reads_its_own_append_through_the_cdn(cdn: Rig) -> None:
+    with httpx.Client(timeout=30) as client:
+        stream = url(cdn, "ryw")
+        assert client.put(stream, headers={"Content-Type": "text/plain"}).status_code == 201
+        seen = b""
+        for word in (b"one ", b"two ", b"three"):
+            assert client.post(stream, content=word, headers={"Content-Type": "text/plain"})
+            seen += word
+            assert client.get(stream, params={"offset": "-1"}).content == seen
+
+
+def test_closure_after_a_cached_chunk_is_discovered_at_the_next_offset(cdn: Rig) -> None:
+    with httpx.Client(timeout=30) as client:
+        stream = url(cdn, "closing")
+        client.put(stream, headers={"Content-Type": "text/plain"}, content=b"data")
+        first = client.get(stream, params={"offset": "-1", "live": "long-poll"})
+        assert first.status_code == 200 and "stream-closed" not in first.headers
+        client.post(stream, headers={"Stream-Closed": "true"})
+        again = client.get(stream, params={"offset": "-1", "live": "long-poll"})
+        assert again.headers["x-cache-status"] == "HIT"  # the cached chunk, without closure
+        params = {"offset": again.headers["stream-next-offset"], "live": "long-poll"}
+        params["cursor"] = again.headers["stream-cursor"]
+        end = client.get(stream, params=params)
+        assert end.status_code == 204 and end.headers["stream-closed"] == "true"
+        head = client.head(stream)
+        assert head.headers["stream-closed"] == "true"
+
+
+def test_head_is_never_answered_from_a_cached_get(cdn: Rig) -> None:
+    with httpx.Client(timeout=30) as client:
+        stream = url(cdn, "head")
+        client.put(stream, headers={"Content-Type": "text/plain", "Stream-TTL": "3600"})
+        for _ in range(3):
+            client.post(stream, content=b"x" * 600_000, headers={"Content-Type": "text/plain"})
+        chunk = client.get(stream)  # cacheable: the first chunk stops short of the tail
+        assert chunk.headers["cache-control"].startswith("public")
+        assert client.get(stream).headers["x-cache-status"] == "HIT"
+        head = client.head(stream)
+        assert head.headers["stream-next-offset"] != chunk.headers["stream-next-offset"]
+        assert head.headers["stream-ttl"] == "3600"
+        assert head.headers["cache-control"] == "no-store"
+
+
+def test_weak_etags_from_compression_revalidate(cdn: Rig) -> None:
+    with httpx.Client(timeout=30) as client:
+        stream = url(cdn, "weak")
+        client.put(stream, headers={"Content-Type": "application/json"})
+        messages = [{"n": n, "text": "compressible " * 20} for n in range(40)]
+        client.post(stream, json=messages, headers={"Content-Type": "application/json"})
+        client.post(stream, json=[{"n": "last"}], headers={"Content-Type": "application/json"})
+        params = {"offset": "-1"}
+        first = client.get(stream, params=params, headers={"Accept-Encoding": "gzip"})
+        assert first.headers["content-encoding"] == "gzip"
+        assert first.headers["etag"].startswith('W/"')  # nginx weakens it, as CloudFront does
+        assert json.loads(first.content)[0]["n"] == 0
+        second = client.get(
+            stream,
+            params=params,
+            headers={"Accept-Encoding": "gzip", "If-None-Match": first.headers["etag"]},
+        )
+        assert second.status_code == 304
+
+
+def test_query_parameter_order_does_not_split_the_cache(cdn: Rig) -> None:
+    with httpx.Client(timeout=30) as client:
+        stream = url(cdn, "order")
+        client.put(stream, headers={"Content-Type": "text/plain"}, content=b"abc")
+        client.post(stream, content=b"def", headers={"Content-Type": "text/plain"})
+        offset = "0000000000000000_0000000000000000"
+        first = client.get(f"{stream}?offset={offset}&live=long-poll")
+        second = client.get(f"{stream}?live=long-poll&offset={offset}")
+        assert first.headers["x-cache-status"] == "MISS"
+        assert second.headers["x-cache-status"] == "HIT"
+        assert second.content == first.content == b"abcdef"
+
+
+def test_an_sse_stream_is_passed_through_as_it_is_written(cdn: Rig) -> None:
+    with httpx.Client(timeout=30) as client:
+        stream = url(cdn, "sse")
+        client.put(stream, headers={"Content-Type": "text/plain"}, content=b"hello")
+        with client.stream("GET", stream, params={"offset": "-1", "live": "sse"}) as events:
+            assert events.headers["cache-control"] == "no-cache, no-store"
+            first = next(events.iter_text())  # arrives while the stream is still open
+            assert "hello" in first

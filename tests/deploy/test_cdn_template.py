@@ -1,0 +1,108 @@
+"""The CloudFront distribution in template.yaml says what core/cdn/policy.py says (the local
+nginx stand-in is generated from that policy, so the two cannot drift apart)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from test_template import load_template
+
+from core.cdn import DEFAULT_POLICY, METHOD_KEY_HEADER
+from core.config import WAIT_MARGIN_SECONDS, Settings
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+ALL_VIEWER_EXCEPT_HOST_HEADER = "b689b0a8-53d0-40ab-baf2-68738e2966ac"
+
+
+def resources() -> dict[str, Any]:
+    return dict(load_template()["Resources"])
+
+
+def cache_policy() -> dict[str, Any]:
+    return dict(resources()["StreamCachePolicy"]["Properties"]["CachePolicyConfig"])
+
+
+def distribution() -> dict[str, Any]:
+    return dict(resources()["Distribution"]["Properties"]["DistributionConfig"])
+
+
+def test_cache_key_holds_exactly_the_policys_parameters() -> None:
+    key = cache_policy()["ParametersInCacheKeyAndForwardedToOrigin"]
+    assert key["QueryStringsConfig"] == {
+        "QueryStringBehavior": "whitelist",
+        "QueryStrings": list(DEFAULT_POLICY.key_query_parameters),
+    }
+    assert key["HeadersConfig"] == {"HeaderBehavior": "whitelist", "Headers": [METHOD_KEY_HEADER]}
+    assert key["CookiesConfig"] == {"CookieBehavior": "none"}
+    assert key["EnableAcceptEncodingGzip"] is DEFAULT_POLICY.compress
+    assert key["EnableAcceptEncodingBrotli"] is DEFAULT_POLICY.compress
+
+
+def test_ttls_are_the_policys() -> None:
+    config = cache_policy()
+    assert (config["MinTTL"], config["DefaultTTL"], config["MaxTTL"]) == (
+        DEFAULT_POLICY.min_ttl,
+        DEFAULT_POLICY.default_ttl,
+        DEFAULT_POLICY.max_ttl,
+    )
+    assert DEFAULT_POLICY.min_ttl == 0  # the origin's no-store must win
+    assert Settings().cache_max_age + Settings().stale_while_revalidate <= 3600
+
+
+def test_every_error_cloudfront_would_cache_has_its_ttl_set() -> None:
+    errors = {
+        item["ErrorCode"]: item["ErrorCachingMinTTL"]
+        for item in distribution()["CustomErrorResponses"]
+    }
+    assert errors == DEFAULT_POLICY.error_caching_ttls
+    assert all("ResponsePagePath" not in item for item in distribution()["CustomErrorResponses"])
+
+
+def test_origin_waits_beyond_the_function_and_the_long_poll() -> None:
+    origin = distribution()["Origins"][0]["CustomOriginConfig"]
+    function = resources()["ApiFunction"]["Properties"]
+    assert function["Timeout"] == DEFAULT_POLICY.function_timeout
+    assert origin["OriginReadTimeout"] == DEFAULT_POLICY.origin_read_timeout
+    assert origin["OriginReadTimeout"] > function["Timeout"]
+    assert origin["OriginKeepaliveTimeout"] == DEFAULT_POLICY.origin_keepalive_timeout
+    longest_poll = load_template()["Parameters"]["LongPollTimeout"]["MaxValue"]
+    assert longest_poll + WAIT_MARGIN_SECONDS <= function["Timeout"]
+    assert origin["OriginProtocolPolicy"] == "https-only"
+
+
+def test_behaviour_caches_reads_only_and_forwards_for_a_function_url() -> None:
+    behaviour = distribution()["DefaultCacheBehavior"]
+    assert behaviour["CachedMethods"] == ["GET", "HEAD"]
+    assert set(behaviour["AllowedMethods"]) >= {"GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"}
+    assert behaviour["OriginRequestPolicyId"] == ALL_VIEWER_EXCEPT_HOST_HEADER
+    assert behaviour["Compress"] is True
+    assert behaviour["CachePolicyId"] == {"!Ref": "StreamCachePolicy"}
+    (association,) = behaviour["FunctionAssociations"]
+    assert association["EventType"] == "viewer-request"
+    assert association["FunctionARN"] == {"!GetAtt": "ViewerRequestFunction.FunctionARN"}
+    # Writers are never redirected (a redirected POST loses its body).
+    assert behaviour["ViewerProtocolPolicy"] == "https-only"
+
+
+def test_the_deployed_function_is_the_tested_one() -> None:
+    function = resources()["ViewerRequestFunction"]["Properties"]
+    source = (ROOT / "infra" / "cloudfront" / "viewer_request.js").read_text()
+    assert function["FunctionCode"] == source
+    assert function["FunctionConfig"]["Runtime"] == "cloudfront-js-2.0"
+    assert function["AutoPublish"] is True
+
+
+def test_origin_is_the_function_url() -> None:
+    origin = distribution()["Origins"][0]
+    assert origin["DomainName"] == {
+        "!Select": [2, {"!Split": ["/", {"!GetAtt": "ApiFunctionUrl.FunctionUrl"}]}]
+    }
+
+
+def test_outputs_name_the_distribution() -> None:
+    outputs = load_template()["Outputs"]
+    assert outputs["DistributionUrl"]["Value"] == {"!Sub": "https://${Distribution.DomainName}"}
+    assert outputs["CdnStreamBaseUrl"]["Value"] == {
+        "!Sub": "https://${Distribution.DomainName}/v1/stream/"
+    }
