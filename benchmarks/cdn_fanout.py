@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import random
 import sys
 import threading
 import time
@@ -124,9 +125,10 @@ def _free_port() -> int:
 @dataclass
 class FanoutResult:
     readers: int
+    via_cdn: bool
     appends: int
     origin_reads: int
-    aws_calls: int
+    aws_calls: Counter[str]
     reader_requests: int
     cache_statuses: Counter[str]
     latencies: list[float]
@@ -138,7 +140,12 @@ class FanoutResult:
 
     @property
     def aws_calls_per_append(self) -> float:
-        return self.aws_calls / self.appends
+        return sum(self.aws_calls.values()) / self.appends
+
+    def aws_call_detail(self) -> str:
+        return ", ".join(
+            f"{name} {count / self.appends:.1f}" for name, count in sorted(self.aws_calls.items())
+        )
 
     @property
     def hit_ratio(self) -> float:
@@ -151,11 +158,11 @@ class FanoutResult:
 
 
 async def fanout(
-    rig: Rig, readers: int, appends: int, spacing: float, name: str | None = None
+    rig: Rig, readers: int, appends: int, spacing: float, via_cdn: bool = True
 ) -> FanoutResult:
-    """`readers` long-poll readers through the CDN; `appends` JSON messages spaced `spacing`
-    seconds apart, written straight to the origin."""
-    name = name or f"fanout-{uuid.uuid4().hex[:8]}"
+    """`readers` long-poll readers through the CDN (or straight to the origin); `appends` JSON
+    messages about `spacing` seconds apart, written straight to the origin."""
+    name = f"fanout-{uuid.uuid4().hex[:8]}"
     timeout = httpx.Timeout(60.0)
     async with httpx.AsyncClient(timeout=timeout) as client:
         origin_stream = rig.stream_url(rig.origin_url, name)
@@ -178,7 +185,7 @@ async def fanout(
             nonlocal waiting
             offset, cursor = start, None
             first = True
-            url = rig.stream_url(rig.cdn_url, name)
+            url = rig.stream_url(rig.cdn_url if via_cdn else rig.origin_url, name)
             while len(received[index]) < appends:
                 params = {"offset": offset, "live": "long-poll"}
                 if cursor is not None:
@@ -206,6 +213,7 @@ async def fanout(
         tasks = [asyncio.create_task(read(i)) for i in range(readers)]
         await everyone_waiting.wait()
         await asyncio.sleep(0.5)  # let the first round of long-polls reach the CDN
+        gaps = random.Random(appends)
         for seq in range(appends):
             sent_at[seq] = time.perf_counter()
             body = json.dumps({"seq": seq})
@@ -213,7 +221,9 @@ async def fanout(
                 origin_stream, content=body, headers={"Content-Type": "application/json"}
             )
             assert appended.status_code == 204, appended.text
-            await asyncio.sleep(spacing)
+            # Irregular gaps (fixed seed): evenly spaced appends would always land at the same
+            # point of the cache's own timers and measure that point, not the CDN.
+            await asyncio.sleep(spacing * gaps.uniform(0.5, 1.5))
         await asyncio.wait_for(asyncio.gather(*tasks), timeout=60 + appends * spacing)
 
     statuses = _statuses_since(rig, cdn_log_start)
@@ -226,9 +236,10 @@ async def fanout(
         latencies.extend(at - sent_at[seq] for seq, at in messages if seq in sent_at)
     return FanoutResult(
         readers=readers,
+        via_cdn=via_cdn,
         appends=appends,
         origin_reads=rig.counter.methods["GET"],
-        aws_calls=sum(rig.meter.calls.values()),
+        aws_calls=Counter(rig.meter.calls),
         reader_requests=sum(requests.values()),
         cache_statuses=statuses,
         latencies=latencies,
@@ -303,25 +314,31 @@ async def idle(rig: Rig, readers: int, seconds: float, via_cdn: bool) -> IdleRes
 
 def print_table(results: list[FanoutResult]) -> None:
     print(
-        "| readers | appends | origin requests / append | AWS calls / append "
-        "| CDN hit ratio | latency p50 | latency p99 |"
+        "| readers | path | appends | origin requests / append | AWS calls / append "
+        "| CDN hit ratio | latency p50 | latency p99 | AWS calls / append, by operation |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in results:
         print(
-            f"| {r.readers} | {r.appends} | {r.origin_reads_per_append:.2f} "
+            f"| {r.readers} | {_path(r.via_cdn)} | {r.appends} "
+            f"| {r.origin_reads_per_append:.2f} "
             f"| {r.aws_calls_per_append:.1f} | {r.hit_ratio:.1%} "
-            f"| {r.percentile_ms(0.5):.0f} ms | {r.percentile_ms(0.99):.0f} ms |"
+            f"| {r.percentile_ms(0.5):.0f} ms | {r.percentile_ms(0.99):.0f} ms "
+            f"| {r.aws_call_detail()} |"
         )
 
 
+def _path(via_cdn: bool) -> str:
+    return "CDN" if via_cdn else "origin"
+
+
 def print_idle_table(results: list[IdleResult], timeout: float) -> None:
-    print(f"\nidle live readers (long-poll timeout {timeout:g} s), per reader and hour:")
+    print(f"\nidle live readers (long-poll timeout {timeout:g} s), per reader and hour:\n")
     print("| readers | path | reader requests | origin requests | AWS calls |")
     print("| ---: | --- | ---: | ---: | ---: |")
     for r in results:
         print(
-            f"| {r.readers} | {'through the CDN' if r.via_cdn else 'straight to the origin'} "
+            f"| {r.readers} | {_path(r.via_cdn)} "
             f"| {r.per_reader_hour(r.reader_requests):.0f} "
             f"| {r.per_reader_hour(r.origin_reads):.1f} | {r.per_reader_hour(r.aws_calls):.0f} |"
         )
@@ -331,6 +348,8 @@ async def main_async(readers: list[int], appends: int, spacing: float, idle_cycl
     results = []
     idle_results = []
     with rig() as running:
+        # A baseline without the CDN: every reader is an origin request per append.
+        results.append(await fanout(running, 10, appends, spacing, via_cdn=False))
         for count in readers:
             results.append(await fanout(running, count, appends, spacing))
         # Whole cycles (every request counted once, as it starts), less a moment.
@@ -348,7 +367,8 @@ async def main_async(readers: list[int], appends: int, spacing: float, idle_cycl
             print(f"{result.readers} readers: {problem}", file=sys.stderr)
         if result.problems:
             failed = True
-        if result.origin_reads_per_append > ORIGIN_REQUESTS_PER_APPEND_BUDGET:
+        over = result.origin_reads_per_append > ORIGIN_REQUESTS_PER_APPEND_BUDGET
+        if result.via_cdn and over:
             print(
                 f"{result.readers} readers: {result.origin_reads_per_append:.2f} origin requests "
                 f"per append, over the budget of {ORIGIN_REQUESTS_PER_APPEND_BUDGET}",
@@ -362,7 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--readers", type=int, nargs="+", default=[10, 100, 500])
     parser.add_argument("--appends", type=int, default=20)
-    parser.add_argument("--spacing", type=float, default=1.0, help="seconds between appends")
+    parser.add_argument(
+        "--spacing", type=float, default=1.0, help="mean seconds between appends (±50%%)"
+    )
     parser.add_argument(
         "--idle-cycles",
         type=int,

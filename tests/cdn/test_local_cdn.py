@@ -1,0 +1,57 @@
+"""`dsaws serve --cdn-port`: nginx starts with the server, stops with it (even when the server
+is killed), and its absence is explained rather than ignored."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+
+import pytest
+from support import ServerProcess
+
+from core import cli
+from core.cdn import install_nginx
+
+
+def listening(url: str) -> bool:
+    host, port = url.removeprefix("http://").split(":")
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex((host, int(port))) == 0
+
+
+def wait_until_closed(url: str, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not listening(url):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("how", ["terminate", "kill"])
+def test_nginx_stops_with_the_server(how: str) -> None:
+    install_nginx()
+    server = ServerProcess(with_cdn=True).start()
+    assert server.cdn_url is not None and server.process is not None
+    try:
+        assert listening(server.cdn_url)
+        if how == "terminate":
+            server.process.terminate()
+        else:
+            os.kill(server.process.pid, signal.SIGKILL)
+        server.process.wait(timeout=10)
+        assert wait_until_closed(server.cdn_url), "nginx outlived the server"
+    finally:
+        server.stop()
+
+
+def test_without_nginx_the_command_says_how_to_get_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("core.cdn.find_nginx", lambda: None)
+    assert cli.main(["serve", "--cdn-port", "1"]) != 0
+    message = capsys.readouterr().err
+    assert "dsaws install-nginx" in message and "apt-get install" in message
