@@ -158,7 +158,8 @@ class StreamEndpoints:
         except ValueError as exc:
             raise bad_request("Stream-Forked-From must be the source stream's path") from exc
         if parts.scheme or parts.netloc:
-            hosts = {request.headers.get(h, "").lower() for h in ("host", "x-forwarded-host")}
+            forwarded = request.headers.get("x-forwarded-host", "").split(",")[0].strip()
+            hosts = {request.headers.get("host", "").lower(), forwarded.lower()}
             same_host = parts.netloc.lower() in hosts - {""}
             if parts.scheme not in {"http", "https"} or not same_host:
                 raise bad_request(
@@ -171,7 +172,8 @@ class StreamEndpoints:
     def _location(self, request: Request, path: str) -> str:
         """The new stream's URL: percent-encoded, on the host the client named (the CDN's, when
         the request came through one: it passes the viewer's Host as X-Forwarded-Host)."""
-        host = request.headers.get("x-forwarded-host") or request.headers.get("host")
+        forwarded = request.headers.get("x-forwarded-host", "").split(",")[0].strip()
+        host = forwarded or request.headers.get("host")
         if host is None and request.scope.get("server"):
             host = "{}:{}".format(*request.scope["server"])  # an HTTP/1.0 request
         if host is None or not _HOST.fullmatch(host):

@@ -176,3 +176,35 @@ def test_sliding_ttl_through_http_never_expires_early_and_head_does_not_renew(
         time.sleep(max(0.0, started + 5.3 - time.monotonic()))
         assert client.head(URL).status_code == 404, "HEAD must not have renewed the TTL"
         assert client.get(URL).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("forwarded", "location_host"),
+    [
+        (None, "testserver"),
+        ("d111.cloudfront.net", "d111.cloudfront.net"),
+        ("cdn.example:8080, inner.example", "cdn.example:8080"),
+    ],
+)
+def test_location_names_the_host_the_client_used(
+    client: TestClient, forwarded: str | None, location_host: str
+) -> None:
+    """Through a CDN the origin sees its own Host; the CDN passes the viewer's on."""
+    headers = {"Content-Type": "text/plain"}
+    if forwarded is not None:
+        headers["X-Forwarded-Host"] = forwarded
+    response = client.put("/v1/stream/where", headers=headers)
+    assert response.headers["location"] == f"http://{location_host}/v1/stream/where"
+
+
+def test_a_fork_may_name_its_source_by_the_cdn_url(client: TestClient) -> None:
+    client.put("/v1/stream/src", headers={"Content-Type": "text/plain"}, content=b"abc")
+    response = client.put(
+        "/v1/stream/fork",
+        headers={
+            "Stream-Forked-From": "https://d111.cloudfront.net/v1/stream/src",
+            "X-Forwarded-Host": "d111.cloudfront.net",
+        },
+    )
+    assert response.status_code == 201
+    assert client.get("/v1/stream/fork").content == b"abc"
