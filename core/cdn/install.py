@@ -21,10 +21,20 @@ class InstallFailed(RuntimeError):
 
 
 def install_nginx() -> str:
-    """The path of a usable nginx, installing Debian's package first when there is none."""
+    """The path of a usable nginx, unpacking Debian's package first when there is none."""
     found = find_nginx()
     if found is not None:
         return found
+    unpack_nginx_package(NGINX_HOME)
+    found = find_nginx()
+    if found is None:
+        raise InstallFailed(f"the {PACKAGE} package did not contain usr/sbin/nginx")
+    return found
+
+
+def unpack_nginx_package(target: Path) -> Path:
+    """Download Debian's nginx package and unpack it into `target` (replacing what is there);
+    returns the nginx binary's path."""
     for tool in ("apt-get", "dpkg-deb"):
         if shutil.which(tool) is None:
             raise InstallFailed(f"{tool} is not available: install nginx with your package manager")
@@ -34,15 +44,16 @@ def install_nginx() -> str:
             _run(["apt-get", "update", "-q"], tmp)  # package lists never fetched on this machine
             _run(download, tmp)
         package = next(Path(tmp).glob(f"{PACKAGE}_*.deb"))
-        staging = NGINX_HOME.with_name(NGINX_HOME.name + ".partial")
+        staging = target.with_name(target.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
+        staging.parent.mkdir(parents=True, exist_ok=True)
         _run(["dpkg-deb", "-x", str(package), str(staging)], tmp)
-        shutil.rmtree(NGINX_HOME, ignore_errors=True)
-        staging.rename(NGINX_HOME)
-    found = find_nginx()
-    if found is None:
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+    binary = target / "usr" / "sbin" / "nginx"
+    if not binary.exists():
         raise InstallFailed(f"the {PACKAGE} package did not contain usr/sbin/nginx")
-    return found
+    return binary
 
 
 def _run(command: list[str], cwd: str) -> None:

@@ -6,13 +6,15 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from support import ServerProcess
 
 from core import cli
-from core.cdn import install_nginx
+from core.cdn import install_nginx, unpack_nginx_package
 
 
 def listening(url: str) -> bool:
@@ -55,3 +57,11 @@ def test_without_nginx_the_command_says_how_to_get_it(
     assert cli.main(["serve", "--cdn-port", "1"]) != 0
     message = capsys.readouterr().err
     assert "dsaws install-nginx" in message and "apt-get install" in message
+
+
+def test_debians_package_unpacks_into_a_fresh_directory(tmp_path: Path) -> None:
+    """What `dsaws install-nginx` does on a machine with no nginx, into a directory whose
+    parents do not exist yet."""
+    binary = unpack_nginx_package(tmp_path / "not" / "yet" / "nginx")
+    version = subprocess.run([str(binary), "-v"], capture_output=True, text=True, check=True)
+    assert "nginx/" in version.stderr
