@@ -51,7 +51,9 @@ def _serve(args: argparse.Namespace) -> int:
         if args.cdn_port is not None:
             from .cdn import LocalCdn
 
-            cdn = LocalCdn(args.cdn_port, args.port, host=args.host).start()
+            # The local CDN listens on loopback only, whatever --host says.
+            origin_host = "127.0.0.1" if args.host in {"0.0.0.0", "::", ""} else args.host
+            cdn = LocalCdn(args.cdn_port, args.port, origin_host=origin_host).start()
             print(
                 f"dsaws: local CDN (nginx) at {cdn.base_url}{settings.base_path}/",
                 flush=True,
