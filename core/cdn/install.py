@@ -43,7 +43,9 @@ def unpack_nginx_package(target: Path) -> Path:
         if subprocess.run(download, cwd=tmp, capture_output=True).returncode != 0:
             _run(["apt-get", "update", "-q"], tmp)  # package lists never fetched on this machine
             _run(download, tmp)
-        package = next(Path(tmp).glob(f"{PACKAGE}_*.deb"))
+        package = next(Path(tmp).glob(f"{PACKAGE}_*.deb"), None)
+        if package is None:
+            raise InstallFailed(f"apt-get download {PACKAGE} left no package behind")
         staging = target.with_name(target.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.parent.mkdir(parents=True, exist_ok=True)

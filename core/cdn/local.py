@@ -3,12 +3,10 @@ its configuration, cache and temporary files in a private directory removed when
 
 from __future__ import annotations
 
-import ctypes
 import grp
 import os
 import pwd
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -18,7 +16,7 @@ from pathlib import Path
 from .nginx import NginxSite, render_nginx_conf
 from .policy import DEFAULT_POLICY, CdnPolicy
 
-_PR_SET_PDEATHSIG = 1
+_WORKDIR_PREFIX = "dsaws-cdn-"
 # Where `dsaws install-nginx` unpacks Debian's nginx package when the system has none.
 NGINX_HOME = Path.home() / ".cache" / "durable-streams-aws" / "nginx"
 INSTALL_HINT = (
@@ -77,26 +75,26 @@ class LocalCdn:
         binary = find_nginx()
         if binary is None:
             raise NginxNotFound()
-        self.workdir = Path(tempfile.mkdtemp(prefix="dsaws-cdn-"))
+        _remove_abandoned_workdirs()
+        self.workdir = Path(tempfile.mkdtemp(prefix=_WORKDIR_PREFIX))
         site = NginxSite(
             self.host, self.listen_port, self.origin_host, self.origin_port, self.workdir, _run_as()
         )
         conf = self.workdir / "nginx.conf"
         conf.write_text(render_nginx_conf(self.policy, site))
-        command = [binary, "-p", str(self.workdir), "-c", str(conf)]
+        command = [*_stop_with_parent(), binary, "-p", str(self.workdir), "-c", str(conf)]
         command += ["-e", str(self.workdir / "error.log"), "-g", "daemon off;"]
         self._process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            preexec_fn=_stop_with_parent,
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
         self._wait_until_listening(timeout)
         return self
 
     def _wait_until_listening(self, timeout: float) -> None:
-        assert self._process is not None
+        """Until nginx has written its pid file (it does so only once its port is bound, so a
+        port that another program holds is never mistaken for ours) and answers on the port."""
+        assert self._process is not None and self.workdir is not None
+        pid_file = self.workdir / "nginx.pid"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
@@ -108,7 +106,8 @@ class LocalCdn:
                 raise RuntimeError(f"nginx did not start: {message.strip()}")
             with socket.socket() as probe:
                 probe.settimeout(0.2)
-                if probe.connect_ex((self.host, self.listen_port)) == 0:
+                bound = pid_file.exists()
+                if bound and probe.connect_ex((self.host, self.listen_port)) == 0:
                     return
             time.sleep(0.05)
         self.stop()
@@ -136,13 +135,39 @@ class LocalCdn:
         self.stop()
 
 
-def _stop_with_parent() -> None:
-    """Linux: nginx gets SIGTERM when the process that started it dies, even by SIGKILL."""
+def _stop_with_parent() -> list[str]:
+    """A prefix that makes nginx get SIGTERM when the server that started it dies, even by
+    SIGKILL (Linux's parent-death signal, set by util-linux's setpriv before it runs nginx)."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
+
+
+def _remove_abandoned_workdirs() -> None:
+    """Directories left by a local CDN whose server was killed (nothing could remove them):
+    ours, older than a minute, and with no nginx running from them."""
+    for workdir in Path(tempfile.gettempdir()).glob(_WORKDIR_PREFIX + "*"):
+        try:
+            info = workdir.stat()
+            if info.st_uid != os.geteuid() or time.time() - info.st_mtime < 60:
+                continue
+            pid_file = workdir / "nginx.pid"
+            if pid_file.exists() and _running(int(pid_file.read_text().strip() or 0)):
+                continue
+        except (OSError, ValueError):
+            continue
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    if pid <= 0:
+        return False
     try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _run_as() -> tuple[str, str] | None:

@@ -5,8 +5,10 @@ nginx differs from CloudFront in ways the configuration has to make up for:
   makes parameter order irrelevant, as the viewer-request function does for CloudFront), and a
   request that repeats a key parameter (which the origin refuses) skips the cache;
 - it collapses a miss only into a response it may cache, and makes the others wait in turn;
-  CloudFront collapses any response. SSE streams therefore skip the cache (and its lock): they
-  are never cached anyway, and a stream would hold the lock for its whole lifetime;
+  CloudFront collapses any response. SSE streams and `offset=now` reads therefore skip the
+  cache (and its lock): they are never cached anyway, a stream would hold the lock for its
+  whole lifetime, and `offset=now` long-polls queued one behind the other would each start at
+  a later tail than their reader asked for;
 - it converts HEAD to GET when caching unless told not to; here HEAD stays HEAD and the method
   is part of the key, as the function's x-ds-method header makes it for CloudFront;
 - it drops If-None-Match on requests it may cache, so a conditional request skips the cache
@@ -84,8 +86,9 @@ http {{
         "~(?:^|&)({repeated})=.*&\\1=" 1;
         default 0;
     }}
-    map "$arg_live:$ds_repeated_key_parameter" $ds_skip_cache {{
+    map "$arg_live:$arg_offset:$ds_repeated_key_parameter" $ds_skip_cache {{
         "~^sse:" 1;
+        "~^[^:]*:now:" 1;
         "~:1$" 1;
         default 0;
     }}
@@ -126,7 +129,7 @@ http {{
             proxy_cache_lock_age {policy.collapse_wait}s;
             proxy_cache_revalidate on;
             proxy_ignore_headers Vary;  # as CloudFront, which keys only on Accept-Encoding
-            proxy_cache_use_stale updating;
+            # Stale entries are served only as the origin's stale-while-revalidate allows.
             proxy_cache_background_update on;
             add_header X-Cache-Status $upstream_cache_status always;
         }}

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# The read parameters in the cache key. Issue-12 signed reads will add theirs here.
-KEY_QUERY_PARAMETERS: tuple[str, ...] = ("cursor", "live", "offset")
+from ..protocol.query import READ_PARAMETERS
+
+# The read parameters in the cache key (signed reads will add theirs).
+KEY_QUERY_PARAMETERS: tuple[str, ...] = READ_PARAMETERS
 # Set by the viewer-request function on HEAD requests only (and removed from others), so a HEAD
 # is never answered from a cached GET: HEAD describes the tail, a GET a range.
 METHOD_KEY_HEADER = "x-ds-method"

@@ -45,6 +45,7 @@ from ..protocol.offsets import (
     parse_read_start,
 )
 from ..protocol.paths import parse_stream_path
+from ..protocol.query import check_parameter_names
 from ..protocol.sse import data_event, uses_base64
 from ..storage import (
     CreateSpec,
@@ -414,6 +415,7 @@ def _content_type(request: Request) -> str | None:
 
 
 def _parse_read(request: Request) -> ReadRequest:
+    check_parameter_names(request.scope.get("query_string", b""))
     query = request.query_params
     live_values = query.getlist("live")
     live = live_values[0] if live_values else None

@@ -17,9 +17,13 @@ Every response carries an explicit Cache-Control, decided here. The rules, and w
   otherwise. A reader served a stale 204 only polls again with the cursor it carries, a new
   cache key, so it never misses data or closure and never loops.
 - SSE responses (`no-cache, no-store`), `offset=now` reads, HEAD, writes and errors
-  (`no-store`) are never kept: they describe the tail as it is now. A CDN may still collapse
-  identical requests that are in flight together, which is safe because the shared response
-  was produced after each of them arrived.
+  (`no-store`) are never kept: they describe the tail as it is now.
+
+Collapsing is not caching, but it is not free of staleness either: CloudFront hands one origin
+response to every identical request in flight, `no-store` or not, and that response may have
+been produced before a later one of them arrived. A writer that must see its own append
+through CloudFront compares `Stream-Next-Offset` with the offset the append was acknowledged at
+and reads again, or reads from the Function URL.
 """
 
 from __future__ import annotations

@@ -15,8 +15,10 @@ Here a cursor is an anchor made of the reader's position in the stream and the c
 Every reader handed the same data gets the same anchor (the same position, the same second),
 however it got there. The anchor grows by at least POSITION_WEIGHT with every byte appended, so
 any stragglers (readers served a few seconds apart) converge on the next append; on an idle
-stream it grows by the long-poll timeout with every 204. Cursors stay decimal integers below
-2**53, so JavaScript clients that parse them compare them exactly.
+stream it grows by the long-poll timeout with every 204. Cursors are decimal integers; for any
+stream under 90 TB they stay below 2**53, so JavaScript clients that parse them as numbers
+compare them exactly. Nothing is ever clamped: a cursor strictly greater than the echo matters
+more than its size.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ CURSOR_EPOCH = 1728432000.0  # 2024-10-09T00:00:00Z, the protocol's suggested ep
 # More than the seconds between readers answered separately for one append, so that the next
 # append's anchor is ahead of every cursor they hold.
 POSITION_WEIGHT = 100
-_MAX_CURSOR = 2**53 - 1
-_MAX_DIGITS = 16
+# Longer echoes are not cursors of ours; they are ignored rather than exceeded.
+_MAX_DIGITS = 40
 
 
 def next_cursor(now: float, client_cursor: str | None, position: int) -> str:
@@ -34,7 +36,7 @@ def next_cursor(now: float, client_cursor: str | None, position: int) -> str:
     anchor = position * POSITION_WEIGHT + max(0, int(now - CURSOR_EPOCH))
     echoed = parse_cursor(client_cursor)
     if echoed is None or echoed < anchor:
-        return str(min(anchor, _MAX_CURSOR))
+        return str(anchor)
     return str(echoed + 1)
 
 
@@ -42,5 +44,4 @@ def parse_cursor(value: str | None) -> int | None:
     """An echoed cursor, or None when absent or not one of ours (such a cursor is ignored)."""
     if value is None or not (value.isascii() and value.isdigit()) or len(value) > _MAX_DIGITS:
         return None
-    number = int(value)
-    return number if number <= _MAX_CURSOR else None
+    return int(value)

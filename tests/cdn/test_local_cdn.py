@@ -14,7 +14,7 @@ import pytest
 from support import ServerProcess
 
 from core import cli
-from core.cdn import install_nginx, unpack_nginx_package
+from core.cdn import LocalCdn, install_nginx, unpack_nginx_package
 
 
 def listening(url: str) -> bool:
@@ -65,3 +65,13 @@ def test_debians_package_unpacks_into_a_fresh_directory(tmp_path: Path) -> None:
     binary = unpack_nginx_package(tmp_path / "not" / "yet" / "nginx")
     version = subprocess.run([str(binary), "-v"], capture_output=True, text=True, check=True)
     assert "nginx/" in version.stderr
+
+
+def test_a_port_another_program_holds_is_not_taken_for_nginx() -> None:
+    install_nginx()
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        with pytest.raises(RuntimeError, match="nginx did not"):
+            LocalCdn(port, 1).start(timeout=8)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -189,3 +190,50 @@ def test_an_sse_stream_is_passed_through_as_it_is_written(cdn: Rig) -> None:
             assert events.headers["cache-control"] == "no-cache, no-store"
             first = next(events.iter_text())  # arrives while the stream is still open
             assert "hello" in first
+
+
+def test_a_read_parameter_spelled_otherwise_cannot_poison_the_cache(cdn: Rig) -> None:
+    with httpx.Client(timeout=30) as client:
+        stream = url(cdn, "spelling")
+        client.put(stream, headers={"Content-Type": "text/plain"}, content=b"old")
+        client.post(stream, content=b"-more", headers={"Content-Type": "text/plain"})
+        sneaky = client.get(f"{stream}?offset=-1&%6Cive=long-poll")
+        assert sneaky.status_code == 400
+        client.post(stream, content=b"-new", headers={"Content-Type": "text/plain"})
+        assert client.get(f"{stream}?offset=-1").content == b"old-more-new"
+
+
+def test_offset_now_long_polls_each_see_the_next_append(cdn: Rig) -> None:
+    """Readers who subscribe at the tail before an append all receive it: nginx must not queue
+    them behind one another (each would start from a later tail)."""
+
+    async def scenario() -> list[bytes]:
+        stream = url(cdn, "now")
+        async with httpx.AsyncClient(timeout=30) as client:
+            await client.put(stream, headers={"Content-Type": "text/plain"}, content=b"before")
+
+            async def subscribe() -> bytes:
+                async with httpx.AsyncClient(timeout=30) as own:
+                    params = {"offset": "now", "live": "long-poll"}
+                    response = await own.get(stream, params=params)
+                    return response.content if response.status_code == 200 else b""
+
+            readers = [asyncio.create_task(subscribe()) for _ in range(4)]
+            await asyncio.sleep(1.0)
+            await client.post(stream, content=b"after", headers={"Content-Type": "text/plain"})
+            return list(await asyncio.gather(*readers))
+
+    assert asyncio.run(scenario()) == [b"after"] * 4
+
+
+def test_a_long_poll_timeout_is_not_served_after_its_second(cdn: Rig) -> None:
+    with httpx.Client(timeout=30) as client:
+        stream = url(cdn, "timeout")
+        created = client.put(stream, headers={"Content-Type": "text/plain"})
+        params = {"offset": created.headers["stream-next-offset"], "live": "long-poll"}
+        first = client.get(stream, params=params)
+        assert first.status_code == 204 and first.headers["x-cache-status"] == "MISS"
+        assert client.get(stream, params=params).headers["x-cache-status"] == "HIT"
+        time.sleep(2.5)  # past max-age=1 (nginx counts whole seconds)
+        later = client.get(stream, params=params)
+        assert later.headers["x-cache-status"] in {"MISS", "EXPIRED"}

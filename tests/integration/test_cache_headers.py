@@ -4,6 +4,7 @@ would apply its default TTL to one without), and the CORS headers a cached copy 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -11,6 +12,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from core.app import create_app
+from core.http import streams
+from core.protocol.cursor import next_cursor
 from core.runtime import Backend
 
 SHARED = "public, max-age=60, stale-while-revalidate=300"
@@ -115,9 +118,16 @@ def test_duplicate_cursors_are_refused(client: TestClient) -> None:
     assert response.status_code == 400
 
 
-def test_live_cursors_converge_for_a_late_reader(client: TestClient) -> None:
+def test_live_cursors_converge_for_a_late_reader(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A follower that has been reading along and a reader who just joined are handed the same
     cursor for the same data, so a CDN keys them together."""
+    # One clock reading for every cursor: answers a second apart differ until the next append.
+    frozen = time.time()
+    monkeypatch.setattr(
+        streams, "next_cursor", lambda _, echoed, position: next_cursor(frozen, echoed, position)
+    )
     url = "/v1/stream/conv"
     client.put(url, headers=TEXT, content=b"a")
     follower = client.get(url, params={"offset": "-1", "live": "long-poll"})

@@ -1,0 +1,54 @@
+"""Read parameters must be spelled literally: a cache keys on the raw name."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.protocol.errors import ProtocolError
+from core.protocol.query import READ_PARAMETERS, check_parameter_names
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        b"",
+        b"offset=-1",
+        b"offset=%2D1&live=long-poll&cursor=12",  # encoded values are fine: keyed as sent
+        b"live=sse&offset=now",
+        b"Offset=5",  # not a read parameter to the server either
+        b"other=%6Fffset",
+        b"%ff=1",
+        b"%E6%97%A5=1&offset=0",
+        b"offset",
+        b"&&offset=1&",
+        b"sig%6Eature=x",
+        b"cursor%3D=1",  # decodes to "cursor=", another name
+        b"live%00=sse",  # decodes to "live\x00"
+    ],
+)
+def test_literal_names_pass(query: bytes) -> None:
+    check_parameter_names(query)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        b"%6Fffset=5",
+        b"offset=1&%6Cive=long-poll",
+        b"%63ursor=1",
+        b"%6fffset=5",
+        b"of%66set=5",
+        b"liv%65=sse",
+    ],
+)
+def test_other_spellings_of_a_read_parameter_are_refused(query: bytes) -> None:
+    with pytest.raises(ProtocolError) as refused:
+        check_parameter_names(query)
+    assert refused.value.status == 400
+
+
+@pytest.mark.parametrize("name", READ_PARAMETERS)
+def test_plus_and_percent_spellings_of_every_read_parameter_are_refused(name: str) -> None:
+    encoded = "".join(f"%{ord(c):02X}" for c in name).encode()
+    with pytest.raises(ProtocolError):
+        check_parameter_names(encoded + b"=1")
