@@ -1,0 +1,34 @@
+"""A Python client for Durable Streams servers (this one or any other)."""
+
+from ._async import AsyncDurableStream
+from ._errors import (
+    BadRequest,
+    DurableStreamError,
+    OutcomeUnknown,
+    StreamClosed,
+    StreamConflict,
+    StreamGone,
+    StreamNotFound,
+    Unavailable,
+)
+from ._offset import Offset
+from ._retry import RetryPolicy
+from ._sync import DurableStream
+from ._wire import Batch, StreamInfo
+
+__all__ = [
+    "AsyncDurableStream",
+    "BadRequest",
+    "Batch",
+    "DurableStream",
+    "DurableStreamError",
+    "Offset",
+    "OutcomeUnknown",
+    "RetryPolicy",
+    "StreamClosed",
+    "StreamConflict",
+    "StreamGone",
+    "StreamInfo",
+    "StreamNotFound",
+    "Unavailable",
+]

@@ -1,0 +1,150 @@
+"""`AsyncDurableStream`: one stream URL, from asyncio code (the same behaviour as
+`DurableStream`, see there)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from . import _wire as wire
+from ._attempts import after_answer, after_failure
+from ._offset import Offset
+from ._retry import RetryPolicy
+from ._sync import DEFAULT_TIMEOUT, _body
+from ._wire import Batch, HeaderSource, Live, Request, StreamInfo
+
+
+class AsyncDurableStream:
+    """A stream at `url`. `headers` are added to every request; pass a callable returning them
+    to refresh credentials. Safe requests are retried under `retry`; a plain append never is
+    once it may have reached the server (see `OutcomeUnknown`)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: HeaderSource = None,
+        retry: RetryPolicy | None = None,
+        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        content_type: str | None = None,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.url = url
+        # The stream's content type, which appends must carry: given, or learnt from the server.
+        self.content_type = content_type
+        self.headers = headers
+        self.retry = retry or RetryPolicy()
+        self._client = client or httpx.AsyncClient(timeout=timeout)
+        self._owns_client = client is None
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def create(
+        self, content_type: str = "application/octet-stream", **options: Any
+    ) -> StreamInfo:
+        """Create the stream (200 when it exists with this configuration: not an error).
+        Options: ttl, expires_at, closed, body."""
+        response = await self._send(wire.create_request(content_type, **options))
+        return self._learn(wire.stream_info(response))
+
+    async def fork(
+        self, source: str, *, offset: Offset | None = None, **options: Any
+    ) -> StreamInfo:
+        """Create this stream as a fork of the stream at path `source` (up to `offset`)."""
+        request = wire.create_request(
+            options.pop("content_type", ""), forked_from=source, fork_offset=offset, **options
+        )
+        if not request.headers["Content-Type"]:
+            del request.headers["Content-Type"]
+        return self._learn(wire.stream_info(await self._send(request)))
+
+    async def head(self) -> StreamInfo:
+        return self._learn(wire.stream_info(await self._send(Request("HEAD"))))
+
+    async def delete(self) -> None:
+        """Delete the stream. A retry that finds it gone counts as done."""
+        response, attempts = await self._exchange(Request("DELETE"), check=False)
+        if response.status_code == 404 and attempts > 1:
+            return
+        wire.raise_for_status(response)
+
+    async def close(self) -> Offset:
+        """Close the stream; returns its final offset. Closing twice is not an error."""
+        return wire.next_offset(await self._send(wire.close_request()))
+
+    async def append(
+        self, data: bytes | str | list[Any], *, content_type: str | None = None, close: bool = False
+    ) -> Offset:
+        """Append bytes, text, or (for a JSON stream) a list of values, one message each;
+        returns the offset after the write. Raises `OutcomeUnknown` when the request may have
+        reached the server and no answer came back."""
+        if content_type is None and not isinstance(data, list):
+            content_type = self.content_type or (await self.head()).content_type
+        content_type, body = _body(data, content_type)
+        return wire.next_offset(
+            await self._send(wire.append_request(content_type, body, close=close))
+        )
+
+    # ---------------------------------------------------------------- reads
+
+    async def read(
+        self, offset: Offset = Offset.BEGINNING, *, live: Live = None
+    ) -> AsyncIterator[Batch]:
+        """Batches from `offset`. Without `live`, up to the tail; with `live="long-poll"`, for
+        ever, until the stream is closed. Either way the iteration ends right after the batch
+        whose `closed` is true, and never before the end of a closed stream."""
+        session = wire.ReadSession(offset, live)
+        while not session.finished:
+            batch = session.accept(await self._send(session.request(), check=False))
+            if batch is not None:
+                yield batch
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _learn(self, info: StreamInfo) -> StreamInfo:
+        self.content_type = info.content_type or self.content_type
+        return info
+
+    async def _send(self, request: Request, check: bool = True) -> httpx.Response:
+        response, _ = await self._exchange(request, check)
+        return response
+
+    async def _exchange(self, request: Request, check: bool = True) -> tuple[httpx.Response, int]:
+        """The accepted answer to `request`, and how many attempts it took."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._client.request(
+                    request.method,
+                    self.url,
+                    params=request.params or None,
+                    headers={**wire.resolve_headers(self.headers), **request.headers},
+                    content=request.content,
+                )
+            except httpx.TransportError as failure:
+                step = after_failure(self.retry, request, attempt, failure)
+                if step.error is not None:
+                    raise step.error from failure
+            else:
+                step = after_answer(self.retry, request, attempt, response)
+                if step.error is not None:
+                    raise step.error
+                if step.accept:
+                    if check:
+                        wire.raise_for_status(response)
+                    return response, attempt
+            await asyncio.sleep(step.pause or 0.0)
+
+    async def close_client(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> AsyncDurableStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close_client()

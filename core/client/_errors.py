@@ -1,0 +1,41 @@
+"""What can go wrong, as types a caller can catch."""
+
+from __future__ import annotations
+
+
+class DurableStreamError(Exception):
+    """Base of every client error. `status` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class StreamNotFound(DurableStreamError):
+    """404: no stream at this URL."""
+
+
+class StreamGone(DurableStreamError):
+    """410: the stream was deleted (only its forks still read its data)."""
+
+
+class StreamConflict(DurableStreamError):
+    """409: a stream exists with another configuration, or the write does not fit its state."""
+
+
+class StreamClosed(StreamConflict):
+    """409: the stream is closed; nothing more can be appended."""
+
+
+class BadRequest(DurableStreamError):
+    """400, 413, 415 and other refusals of the request itself."""
+
+
+class Unavailable(DurableStreamError):
+    """The server kept failing (5xx, 429, connection errors) through every retry allowed."""
+
+
+class OutcomeUnknown(DurableStreamError):
+    """A write may or may not have been applied: the request may have reached the server and
+    its answer was lost. Retrying it blindly could write it twice. Read the stream (or use an
+    idempotent producer, whose retries are safe) to find out."""

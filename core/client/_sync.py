@@ -1,0 +1,151 @@
+"""`DurableStream`: one stream URL, from synchronous code."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from . import _wire as wire
+from ._attempts import after_answer, after_failure
+from ._offset import Offset
+from ._retry import RetryPolicy
+from ._wire import Batch, HeaderSource, Live, Request, StreamInfo
+
+# Long enough for a long-poll (the server answers within its timeout, 15 s by default).
+DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+
+
+class DurableStream:
+    """A stream at `url`. `headers` are added to every request; pass a callable returning them
+    to refresh credentials. Safe requests are retried under `retry`; a plain append never is
+    once it may have reached the server (see `OutcomeUnknown`)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: HeaderSource = None,
+        retry: RetryPolicy | None = None,
+        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        content_type: str | None = None,
+        client: httpx.Client | None = None,
+    ) -> None:
+        self.url = url
+        # The stream's content type, which appends must carry: given, or learnt from the server.
+        self.content_type = content_type
+        self.headers = headers
+        self.retry = retry or RetryPolicy()
+        self._client = client or httpx.Client(timeout=timeout)
+        self._owns_client = client is None
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def create(self, content_type: str = "application/octet-stream", **options: Any) -> StreamInfo:
+        """Create the stream (200 when it exists with this configuration: not an error).
+        Options: ttl, expires_at, closed, body."""
+        response = self._send(wire.create_request(content_type, **options))
+        return self._learn(wire.stream_info(response))
+
+    def fork(self, source: str, *, offset: Offset | None = None, **options: Any) -> StreamInfo:
+        """Create this stream as a fork of the stream at path `source` (up to `offset`)."""
+        request = wire.create_request(
+            options.pop("content_type", ""), forked_from=source, fork_offset=offset, **options
+        )
+        if not request.headers["Content-Type"]:
+            del request.headers["Content-Type"]
+        return self._learn(wire.stream_info(self._send(request)))
+
+    def head(self) -> StreamInfo:
+        return self._learn(wire.stream_info(self._send(Request("HEAD"))))
+
+    def delete(self) -> None:
+        """Delete the stream. A retry that finds it gone counts as done."""
+        response, attempts = self._exchange(Request("DELETE"), check=False)
+        if response.status_code == 404 and attempts > 1:
+            return
+        wire.raise_for_status(response)
+
+    def close(self) -> Offset:
+        """Close the stream; returns its final offset. Closing twice is not an error."""
+        return wire.next_offset(self._send(wire.close_request()))
+
+    def append(
+        self, data: bytes | str | list[Any], *, content_type: str | None = None, close: bool = False
+    ) -> Offset:
+        """Append bytes, text, or (for a JSON stream) a list of values, one message each;
+        returns the offset after the write. Raises `OutcomeUnknown` when the request may have
+        reached the server and no answer came back."""
+        if content_type is None and not isinstance(data, list):
+            content_type = self.content_type or (self.head()).content_type
+        content_type, body = _body(data, content_type)
+        return wire.next_offset(self._send(wire.append_request(content_type, body, close=close)))
+
+    # ---------------------------------------------------------------- reads
+
+    def read(self, offset: Offset = Offset.BEGINNING, *, live: Live = None) -> Iterator[Batch]:
+        """Batches from `offset`. Without `live`, up to the tail; with `live="long-poll"`, for
+        ever, until the stream is closed. Either way the iteration ends right after the batch
+        whose `closed` is true, and never before the end of a closed stream."""
+        session = wire.ReadSession(offset, live)
+        while not session.finished:
+            batch = session.accept(self._send(session.request(), check=False))
+            if batch is not None:
+                yield batch
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _learn(self, info: StreamInfo) -> StreamInfo:
+        self.content_type = info.content_type or self.content_type
+        return info
+
+    def _send(self, request: Request, check: bool = True) -> httpx.Response:
+        response, _ = self._exchange(request, check)
+        return response
+
+    def _exchange(self, request: Request, check: bool = True) -> tuple[httpx.Response, int]:
+        """The accepted answer to `request`, and how many attempts it took."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = self._client.request(
+                    request.method,
+                    self.url,
+                    params=request.params or None,
+                    headers={**wire.resolve_headers(self.headers), **request.headers},
+                    content=request.content,
+                )
+            except httpx.TransportError as failure:
+                step = after_failure(self.retry, request, attempt, failure)
+                if step.error is not None:
+                    raise step.error from failure
+            else:
+                step = after_answer(self.retry, request, attempt, response)
+                if step.error is not None:
+                    raise step.error
+                if step.accept:
+                    if check:
+                        wire.raise_for_status(response)
+                    return response, attempt
+            time.sleep(step.pause or 0.0)
+
+    def close_client(self) -> None:
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> DurableStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close_client()
+
+
+def _body(data: bytes | str | list[Any], content_type: str | None) -> tuple[str, bytes]:
+    if isinstance(data, list):
+        return content_type or wire.JSON, wire.encode_messages(data)
+    if isinstance(data, str):
+        return content_type or "text/plain", data.encode()
+    return content_type or "application/octet-stream", bytes(data)

@@ -1,0 +1,209 @@
+"""The protocol as requests and answers, without I/O: the sync and async clients send what
+these functions build and hand back what the server said."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+
+from ._errors import (
+    BadRequest,
+    DurableStreamError,
+    StreamClosed,
+    StreamConflict,
+    StreamGone,
+    StreamNotFound,
+    Unavailable,
+)
+from ._offset import Offset
+
+JSON = "application/json"
+Live = Literal["long-poll"] | None
+HeaderSource = Mapping[str, str] | Callable[[], Mapping[str, str]] | None
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    headers: dict[str, str] = field(default_factory=dict)
+    params: dict[str, str] = field(default_factory=dict)
+    content: bytes | None = None
+    # May be sent again when no answer came back: repeating it cannot change the outcome.
+    repeatable: bool = True
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    content_type: str
+    next_offset: Offset
+    closed: bool
+    ttl: int | None = None
+    expires_at: str | None = None
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one read returned. `closed` is true only on the batch that reaches the end of a
+    closed stream: once it has been handed over, the stream is fully consumed."""
+
+    offset: Offset
+    next_offset: Offset
+    data: bytes
+    messages: list[Any] | None  # the Python values of a JSON stream's messages
+    up_to_date: bool
+    closed: bool
+
+
+def is_json(content_type: str | None) -> bool:
+    return (content_type or "").split(";")[0].strip().lower() == JSON
+
+
+def encode_messages(values: list[Any]) -> bytes:
+    """A JSON append: the values as one array (each becomes one message)."""
+    return json.dumps(values, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def resolve_headers(source: HeaderSource) -> dict[str, str]:
+    if source is None:
+        return {}
+    return dict(source() if callable(source) else source)
+
+
+# ------------------------------------------------------------------ requests
+
+
+def create_request(
+    content_type: str,
+    *,
+    ttl: int | None = None,
+    expires_at: str | None = None,
+    closed: bool = False,
+    body: bytes | None = None,
+    forked_from: str | None = None,
+    fork_offset: Offset | None = None,
+) -> Request:
+    headers = {"Content-Type": content_type}
+    if ttl is not None:
+        headers["Stream-TTL"] = str(ttl)
+    if expires_at is not None:
+        headers["Stream-Expires-At"] = expires_at
+    if closed:
+        headers["Stream-Closed"] = "true"
+    if forked_from is not None:
+        headers["Stream-Forked-From"] = forked_from
+    if fork_offset is not None:
+        headers["Stream-Fork-Offset"] = fork_offset.token
+    # A create is idempotent (the same configuration again answers 200), unless it carries a
+    # body, which a second attempt would find already written.
+    return Request("PUT", headers, content=body, repeatable=not body)
+
+
+def append_request(content_type: str, body: bytes, *, close: bool = False) -> Request:
+    headers = {"Content-Type": content_type}
+    if close:
+        headers["Stream-Closed"] = "true"
+    return Request("POST", headers, content=body, repeatable=False)
+
+
+def close_request() -> Request:
+    """Closing a closed stream answers 204 again: a plain close may be repeated."""
+    return Request("POST", {"Stream-Closed": "true"}, repeatable=True)
+
+
+def read_request(offset: Offset, live: Live, cursor: str | None) -> Request:
+    params = {"offset": offset.token}
+    if live is not None:
+        params["live"] = live
+    if cursor is not None:
+        params["cursor"] = cursor
+    return Request("GET", params=params)
+
+
+# ------------------------------------------------------------------ answers
+
+
+def raise_for_status(response: httpx.Response) -> None:
+    status = response.status_code
+    if status < 400:
+        return
+    message = _message(response)
+    if status == 404:
+        raise StreamNotFound(message, status)
+    if status == 410:
+        raise StreamGone(message, status)
+    if status == 409:
+        if response.headers.get("Stream-Closed", "").lower() == "true":
+            raise StreamClosed(message, status)
+        raise StreamConflict(message, status)
+    if status == 429 or status >= 500:
+        raise Unavailable(message, status)
+    if 400 <= status < 500:
+        raise BadRequest(message, status)
+    raise DurableStreamError(message, status)
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+        detail = body.get("message") or body.get("error") or response.text
+    except (ValueError, AttributeError):
+        detail = response.text
+    return f"{response.status_code} {response.reason_phrase}: {str(detail)[:500]}".strip()
+
+
+def next_offset(response: httpx.Response) -> Offset:
+    value = response.headers.get("Stream-Next-Offset")
+    if value is None:
+        raise DurableStreamError("the server sent no Stream-Next-Offset", response.status_code)
+    return Offset(value)
+
+
+def stream_info(response: httpx.Response) -> StreamInfo:
+    ttl = response.headers.get("Stream-TTL")
+    return StreamInfo(
+        content_type=response.headers.get("Content-Type", ""),
+        next_offset=next_offset(response),
+        closed=response.headers.get("Stream-Closed", "").lower() == "true",
+        ttl=int(ttl) if ttl and ttl.isdigit() else None,
+        expires_at=response.headers.get("Stream-Expires-At"),
+    )
+
+
+class ReadSession:
+    """Where a reader stands and what to ask next: the offset, the cursor to echo, and whether
+    the read is over (the end of a closed stream, or caught up for a catch-up read)."""
+
+    def __init__(self, start: Offset, live: Live) -> None:
+        self.offset = start
+        self.live = live
+        self.cursor: str | None = None
+        self.content_type: str | None = None
+        self.finished = False
+
+    def request(self) -> Request:
+        return read_request(self.offset, self.live, self.cursor)
+
+    def accept(self, response: httpx.Response) -> Batch | None:
+        """The batch to hand over, if any; afterwards `finished` says whether to read on."""
+        raise_for_status(response)
+        start = self.offset
+        self.offset = next_offset(response)
+        self.cursor = response.headers.get("Stream-Cursor", self.cursor)
+        closed = response.headers.get("Stream-Closed", "").lower() == "true"
+        up_to_date = closed or response.headers.get("Stream-Up-To-Date", "").lower() == "true"
+        if closed or (self.live is None and up_to_date):
+            self.finished = True
+        if response.status_code == 204:
+            if not closed:
+                return None
+            data = b""
+        else:
+            data = response.content
+        self.content_type = response.headers.get("Content-Type", self.content_type)
+        json_stream = is_json(self.content_type)
+        messages = json.loads(data) if json_stream and data else ([] if json_stream else None)
+        return Batch(start, self.offset, data, messages, up_to_date, closed)

@@ -1,0 +1,115 @@
+"""The client against `dsaws serve`: every operation, catch-up and live reads, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from support import ServerProcess
+
+from core.client import (
+    AsyncDurableStream,
+    DurableStream,
+    Offset,
+    StreamClosed,
+    StreamConflict,
+    StreamNotFound,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[str]:
+    with ServerProcess("--long-poll-timeout", "1") as server:
+        yield f"{server.base_url}/v1/stream"
+
+
+def test_write_read_close_and_delete(base: str) -> None:
+    with DurableStream(f"{base}/life") as stream:
+        created = stream.create("text/plain")
+        assert created.next_offset == stream.create("text/plain").next_offset  # 200: no error
+        first = stream.append("hello ")
+        second = stream.append(b"world")
+        assert created.next_offset < first < second
+        assert b"".join(b.data for b in stream.read()) == b"hello world"
+        assert [b.data for b in stream.read(first)] == [b"world"]
+        final = stream.close()
+        assert final == second and stream.close() == final  # closing twice is fine
+        with pytest.raises(StreamClosed):
+            stream.append("more")
+        batches = list(stream.read())
+        assert batches[-1].closed and batches[-1].next_offset == final
+        assert stream.head().closed
+        stream.delete()
+        with pytest.raises(StreamNotFound):
+            stream.head()
+
+
+def test_a_different_configuration_conflicts(base: str) -> None:
+    with DurableStream(f"{base}/config") as stream:
+        stream.create("text/plain")
+        with pytest.raises(StreamConflict):
+            stream.create("application/json")
+
+
+def test_json_streams_take_and_give_python_values(base: str) -> None:
+    with DurableStream(f"{base}/json") as stream:
+        stream.create("application/json")
+        stream.append([{"n": 1}, "two"])
+        stream.append([[3]], close=True)
+        messages = [m for batch in stream.read() for m in batch.messages or []]
+        assert messages == [{"n": 1}, "two", [3]]
+
+
+def test_a_live_reader_gets_every_append_and_stops_only_at_the_close(base: str) -> None:
+    with DurableStream(f"{base}/live") as writer:
+        writer.create("text/plain")
+        got: list[bytes] = []
+        ends: list[bool] = []
+
+        def follow() -> None:
+            with DurableStream(writer.url) as reader:
+                for batch in reader.read(Offset.NOW, live="long-poll"):
+                    got.append(batch.data)
+                    ends.append(batch.closed)
+
+        thread = threading.Thread(target=follow)
+        thread.start()
+        time.sleep(0.3)
+        for word in (b"a", b"b", b"c"):
+            writer.append(word)
+            time.sleep(1.2)  # past a long-poll timeout: the reader goes on after a 204
+        writer.close()
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+        assert b"".join(got) == b"abc"
+        assert ends[-1] is True and not any(ends[:-1])
+
+
+def test_fork_reads_its_source_up_to_the_fork_point(base: str) -> None:
+    with DurableStream(f"{base}/origin") as source, DurableStream(f"{base}/branch") as fork:
+        source.create("text/plain")
+        point = source.append("shared")
+        source.append("-later")
+        fork.fork("/v1/stream/origin", offset=point)
+        fork.append("-own")
+        assert b"".join(b.data for b in fork.read()) == b"shared-own"
+
+
+def test_the_async_client_does_the_same(base: str) -> None:
+    async def scenario() -> None:
+        async with AsyncDurableStream(f"{base}/async") as stream:
+            await stream.create("application/json")
+            after = await stream.append([1, 2])
+            await stream.append([3], close=True)
+            batches = [batch async for batch in stream.read(live="long-poll")]
+            assert [m for b in batches for m in b.messages or []] == [1, 2, 3]
+            assert batches[-1].closed
+            assert [b.messages async for b in stream.read(after)] == [[3]]
+            assert (await stream.head()).closed
+
+    asyncio.run(scenario())

@@ -1,0 +1,285 @@
+"""The client's pure parts: offsets, retry decisions, reading, and its behaviour against
+scripted servers (httpx.MockTransport) that fail in the ways real ones do."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from core.client import (
+    AsyncDurableStream,
+    BadRequest,
+    DurableStream,
+    Offset,
+    OutcomeUnknown,
+    RetryPolicy,
+    StreamClosed,
+    StreamConflict,
+    StreamGone,
+    StreamNotFound,
+    Unavailable,
+)
+from core.client._attempts import after_answer, after_failure
+from core.client._retry import parse_retry_after
+from core.client._wire import ReadSession, append_request, close_request, read_request
+
+URL = "http://server.test/v1/stream/s"
+FAST = RetryPolicy(max_attempts=4, base_delay=0.0, max_delay=0.01)
+
+
+def offset(position: int) -> str:
+    return f"{0:016d}_{position:016d}"
+
+
+# ---------------------------------------------------------------- offsets
+
+
+def test_offsets_order_as_the_protocol_promises() -> None:
+    tokens = [offset(p) for p in (10, 2, 300, 0)]
+    ordered = sorted(Offset(t) for t in tokens)
+    assert [o.token for o in ordered] == sorted(tokens)
+    assert Offset(offset(0)) > Offset.BEGINNING
+    assert max(Offset(offset(3)), Offset(offset(4))) == Offset(offset(4))
+
+
+def test_now_has_no_place_in_the_order() -> None:
+    with pytest.raises(TypeError):
+        _ = Offset(offset(1)) > Offset.NOW
+
+
+@pytest.mark.parametrize("token", ["", "a,b", "a&b", "a=b", "a?b", "a/b", "x" * 1025])
+def test_tokens_that_cannot_be_offsets_are_refused(token: str) -> None:
+    with pytest.raises(ValueError):
+        Offset(token)
+
+
+# ---------------------------------------------------------------- retries
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [(None, None), ("3", 3.0), ("0", 0.0), ("soon", None), ("-1", None)]
+)
+def test_retry_after(value: str | None, expected: float | None) -> None:
+    assert parse_retry_after(value) == expected
+
+
+def test_retry_after_as_a_date() -> None:
+    assert parse_retry_after("Sun, 22 Nov 2026 12:00:10 GMT", now=1795348800.0) == 10.0
+
+
+def test_backoff_is_bounded_and_honours_retry_after() -> None:
+    policy = RetryPolicy(max_attempts=5, base_delay=0.1, max_delay=2.0)
+    assert all(0 <= policy.delay(n) <= min(2.0, 0.1 * 2 ** (n - 1)) for n in range(1, 12))
+    assert policy.delay(1, "1") == 1.0
+    assert policy.delay(1, "600") == 2.0
+    assert [policy.may_retry(n) for n in range(1, 7)] == [True] * 4 + [False] * 2
+
+
+def answer(status: int, headers: dict[str, str] | None = None) -> httpx.Response:
+    return httpx.Response(status, headers=headers)
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 503, 504])
+def test_safe_requests_retry_server_trouble(status: int) -> None:
+    step = after_answer(FAST, read_request(Offset.BEGINNING, None, None), 1, answer(status))
+    assert step.pause is not None
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+def test_an_append_answered_with_5xx_is_an_unknown_outcome(status: int) -> None:
+    step = after_answer(FAST, append_request("text/plain", b"x"), 1, answer(status))
+    assert isinstance(step.error, OutcomeUnknown)
+
+
+def test_an_append_refused_with_429_goes_again() -> None:
+    step = after_answer(
+        FAST, append_request("text/plain", b"x"), 1, answer(429, {"Retry-After": "0"})
+    )
+    assert step.pause == 0.0
+
+
+def test_a_connection_never_made_is_retried_even_for_an_append() -> None:
+    failure = httpx.ConnectError("refused")
+    assert after_failure(FAST, append_request("text/plain", b"x"), 1, failure).pause is not None
+
+
+@pytest.mark.parametrize(
+    "failure", [httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("cut"), httpx.WriteError("x")]
+)
+def test_an_append_without_an_answer_is_an_unknown_outcome(failure: httpx.TransportError) -> None:
+    step = after_failure(FAST, append_request("text/plain", b"x"), 1, failure)
+    assert isinstance(step.error, OutcomeUnknown)
+    assert after_failure(FAST, close_request(), 1, failure).pause is not None  # a plain close
+
+
+def test_retries_end_with_unavailable() -> None:
+    step = after_failure(FAST, close_request(), FAST.max_attempts, httpx.ReadTimeout("slow"))
+    assert isinstance(step.error, Unavailable)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_answer(status: int, body: bytes = b"", **headers: str) -> httpx.Response:
+    names = {"next": "Stream-Next-Offset", "up": "Stream-Up-To-Date", "closed": "Stream-Closed"}
+    names |= {"cursor": "Stream-Cursor", "ctype": "Content-Type"}
+    return httpx.Response(status, content=body, headers={names[k]: v for k, v in headers.items()})
+
+
+def test_a_catch_up_read_ends_when_it_is_up_to_date() -> None:
+    session = ReadSession(Offset.BEGINNING, None)
+    first = session.accept(read_answer(200, b"ab", next=offset(2), ctype="text/plain"))
+    assert first is not None and not session.finished and first.data == b"ab"
+    last = session.accept(read_answer(200, b"c", next=offset(3), up="true"))
+    assert last is not None and last.up_to_date and not last.closed and session.finished
+    assert session.request().params == {"offset": offset(3)}
+
+
+def test_a_live_read_goes_on_past_up_to_date_and_echoes_cursors() -> None:
+    session = ReadSession(Offset(offset(0)), "long-poll")
+    session.accept(read_answer(200, b"a", next=offset(1), up="true", cursor="77"))
+    assert not session.finished
+    assert session.accept(read_answer(204, next=offset(1), up="true", cursor="78")) is None
+    assert session.request().params == {"offset": offset(1), "live": "long-poll", "cursor": "78"}
+
+
+def test_the_end_of_a_closed_stream_is_handed_over_as_a_batch() -> None:
+    session = ReadSession(Offset(offset(1)), "long-poll")
+    batch = session.accept(read_answer(204, next=offset(1), up="true", closed="true"))
+    assert batch is not None and batch.closed and batch.data == b"" and session.finished
+
+
+def test_json_batches_carry_python_values() -> None:
+    session = ReadSession(Offset.BEGINNING, None)
+    body = json.dumps([{"a": 1}, "two", 3]).encode()
+    batch = session.accept(
+        read_answer(200, body, next=offset(9), up="true", ctype="application/json")
+    )
+    assert batch is not None and batch.messages == [{"a": 1}, "two", 3]
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "error"),
+    [
+        (404, {}, StreamNotFound),
+        (410, {}, StreamGone),
+        (409, {}, StreamConflict),
+        (409, {"Stream-Closed": "true"}, StreamClosed),
+        (400, {}, BadRequest),
+        (413, {}, BadRequest),
+    ],
+)
+def test_refusals_become_typed_errors(status: int, headers: dict[str, str], error: type) -> None:
+    with pytest.raises(error):
+        ReadSession(Offset.BEGINNING, None).accept(httpx.Response(status, headers=headers))
+
+
+# ---------------------------------------------------------------- scripted servers
+
+
+def scripted(*steps: Callable[[httpx.Request], httpx.Response]) -> tuple[httpx.MockTransport, list]:
+    seen: list[httpx.Request] = []
+    queue = list(steps)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return queue.pop(0)(request)
+
+    return httpx.MockTransport(handle), seen
+
+
+def fail(exc: Exception) -> Callable[[httpx.Request], httpx.Response]:
+    def raise_it(request: httpx.Request) -> httpx.Response:
+        raise exc
+
+    return raise_it
+
+
+def ok(status: int = 204, **headers: str) -> Callable[[httpx.Request], httpx.Response]:
+    return lambda request: httpx.Response(status, headers=headers)
+
+
+def sync_stream(transport: httpx.MockTransport, **options) -> DurableStream:
+    return DurableStream(URL, client=httpx.Client(transport=transport), retry=FAST, **options)
+
+
+def test_an_append_that_lost_its_answer_says_so_and_is_not_repeated() -> None:
+    transport, seen = scripted(fail(httpx.ReadTimeout("slow")))
+    with pytest.raises(OutcomeUnknown):
+        sync_stream(transport, content_type="text/plain").append(b"x")
+    assert len(seen) == 1
+
+
+def test_an_append_that_could_not_connect_is_sent_again() -> None:
+    transport, seen = scripted(
+        fail(httpx.ConnectError("refused")), ok(204, **{"Stream-Next-Offset": offset(1)})
+    )
+    assert sync_stream(transport, content_type="text/plain").append(b"x") == Offset(offset(1))
+    assert len(seen) == 2
+
+
+def test_a_read_survives_server_trouble_within_the_bound() -> None:
+    transport, seen = scripted(
+        ok(503, **{"Retry-After": "0"}),
+        fail(httpx.RemoteProtocolError("cut")),
+        lambda r: httpx.Response(
+            200,
+            content=b"ab",
+            headers={"Stream-Next-Offset": offset(2), "Stream-Up-To-Date": "true"},
+        ),
+    )
+    batches = list(sync_stream(transport).read())
+    assert [b.data for b in batches] == [b"ab"] and len(seen) == 3
+
+
+def test_retries_are_bounded() -> None:
+    transport, seen = scripted(*[ok(503)] * FAST.max_attempts)
+    with pytest.raises(Unavailable):
+        sync_stream(transport).head()
+    assert len(seen) == FAST.max_attempts
+
+
+def test_headers_may_come_from_a_callable_for_every_request() -> None:
+    tokens = iter(["one", "two"])
+    transport, seen = scripted(
+        ok(503), ok(200, **{"Stream-Next-Offset": offset(0), "Content-Type": "text/plain"})
+    )
+    sync_stream(transport, headers=lambda: {"Authorization": f"Bearer {next(tokens)}"}).head()
+    assert [r.headers["Authorization"] for r in seen] == ["Bearer one", "Bearer two"]
+
+
+def test_a_delete_retried_into_a_404_is_done() -> None:
+    transport, _ = scripted(fail(httpx.ReadTimeout("slow")), ok(404))
+    sync_stream(transport).delete()
+    transport, _ = scripted(ok(404))
+    with pytest.raises(StreamNotFound):
+        sync_stream(transport).delete()
+
+
+def test_the_async_client_behaves_the_same() -> None:
+    async def scenario() -> None:
+        transport, seen = scripted(fail(httpx.ReadTimeout("slow")))
+        stream = AsyncDurableStream(URL, client=httpx.AsyncClient(transport=transport), retry=FAST)
+        with pytest.raises(OutcomeUnknown):
+            await stream.append([{"a": 1}])
+        assert json.loads(seen[0].content) == [{"a": 1}]
+        assert seen[0].headers["Content-Type"] == "application/json"
+
+    asyncio.run(scenario())
+
+
+def test_an_append_carries_the_streams_content_type_learnt_from_the_server() -> None:
+    transport, seen = scripted(
+        ok(200, **{"Stream-Next-Offset": offset(0), "Content-Type": "text/csv"}),
+        ok(204, **{"Stream-Next-Offset": offset(4)}),
+        ok(204, **{"Stream-Next-Offset": offset(8)}),
+    )
+    stream = sync_stream(transport)
+    stream.append(b"a,b\n")
+    stream.append("c,d\n")
+    assert [r.method for r in seen] == ["HEAD", "POST", "POST"]
+    assert [r.headers["Content-Type"] for r in seen[1:]] == ["text/csv", "text/csv"]
