@@ -161,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds before an unreferenced upload counts as orphaned (default 3600)",
     )
     gc.set_defaults(handler=_gc)
+
+    from .client.commands import add_commands
+
+    add_commands(commands)
     return parser
 
 

@@ -1,0 +1,217 @@
+"""The `dsaws` stream commands: create, append, read, tail, head, close, delete, fork.
+
+Streams are named relative to a base URL (`--url`, or `DSAWS_URL`, default the local server).
+Data goes to standard output exactly as stored (JSON streams: one message per line, or
+indented with `--pretty`); where to resume (`next offset: ...`) goes to standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from typing import Any, TextIO
+
+from ._errors import (
+    BadRequest,
+    DurableStreamError,
+    OutcomeUnknown,
+    StreamConflict,
+    StreamGone,
+    StreamNotFound,
+    Unavailable,
+)
+from ._offset import Offset
+from ._sync import DurableStream
+from ._wire import Batch, is_json
+
+URL_VARIABLE = "DSAWS_URL"
+DEFAULT_URL = "http://127.0.0.1:4437/v1/stream"
+# Bulk input is sent in appends of at most this many bytes.
+BATCH_BYTES = 256 * 1024
+
+# Exit statuses, one per kind of failure (2 is argparse's own for usage errors).
+EXIT_ERROR = 1
+EXIT_NOT_FOUND = 3
+EXIT_CONFLICT = 4
+EXIT_BAD_REQUEST = 5
+EXIT_UNAVAILABLE = 6
+EXIT_OUTCOME_UNKNOWN = 7
+_EXITS: list[tuple[type[DurableStreamError], int]] = [
+    (OutcomeUnknown, EXIT_OUTCOME_UNKNOWN),
+    (StreamNotFound, EXIT_NOT_FOUND),
+    (StreamGone, EXIT_NOT_FOUND),
+    (StreamConflict, EXIT_CONFLICT),
+    (BadRequest, EXIT_BAD_REQUEST),
+    (Unavailable, EXIT_UNAVAILABLE),
+]
+
+
+def add_commands(commands: Any) -> None:
+    """Add the stream commands to the `dsaws` parser's subcommands."""
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text)
+        parser.add_argument("stream", help="the stream's path under the base URL")
+        parser.add_argument("--url", help=f"base URL of the streams (default: ${URL_VARIABLE})")
+        parser.set_defaults(handler=run)
+        return parser
+
+    create = command("create", "create a stream")
+    create.add_argument("--content-type", default="application/octet-stream")
+    create.add_argument("--ttl", type=int, help="seconds of inactivity before it expires")
+    create.add_argument("--expires-at", help="RFC 3339 time at which it expires")
+    create.add_argument("--closed", action="store_true", help="create it closed")
+
+    append = command("append", "append the arguments, or standard input")
+    append.add_argument("data", nargs="*", help="what to append (default: standard input)")
+    append.add_argument("--content-type", help="(default: the stream's)")
+    append.add_argument("--close", action="store_true", help="close the stream with the append")
+
+    for name, help_text in (("read", "print the stream up to its tail"), ("tail", "follow it")):
+        reader = command(name, help_text)
+        reader.add_argument("--from", dest="start", default="-1", help="offset to start at")
+        reader.add_argument("--pretty", action="store_true", help="indent JSON messages")
+
+    command("head", "print the stream's metadata as JSON")
+    command("close", "close the stream")
+    command("delete", "delete the stream")
+    fork = command("fork", "create the stream as a fork of another")
+    fork.add_argument("--from", dest="source", required=True, help="the source stream's path")
+    fork.add_argument("--at", dest="offset", help="fork offset (default: the source's tail)")
+
+
+def run(args: argparse.Namespace) -> int:
+    base = (args.url or os.environ.get(URL_VARIABLE) or DEFAULT_URL).rstrip("/")
+    try:
+        with DurableStream(f"{base}/{args.stream}") as stream:
+            return _COMMANDS[args.command](stream, args, base)
+    except DurableStreamError as exc:
+        print(f"dsaws {args.command}: {exc}", file=sys.stderr)
+        return next((code for kind, code in _EXITS if isinstance(exc, kind)), EXIT_ERROR)
+    except (ValueError, UnicodeDecodeError) as exc:
+        print(f"dsaws {args.command}: {exc}", file=sys.stderr)
+        return EXIT_BAD_REQUEST
+
+
+def _create(stream: DurableStream, args: argparse.Namespace, _: str) -> int:
+    info = stream.create(
+        args.content_type, ttl=args.ttl, expires_at=args.expires_at, closed=args.closed
+    )
+    print(f"next offset: {info.next_offset}", file=sys.stderr)
+    return 0
+
+
+def _append(stream: DurableStream, args: argparse.Namespace, _: str) -> int:
+    content_type = args.content_type or stream.head().content_type
+    pieces = [a.encode() for a in args.data] if args.data else _stdin_lines()
+    last: Offset | None = None
+    for body in _batches(pieces, content_type):
+        last = stream.append(body, content_type=content_type)
+    if args.close:
+        last = stream.close()
+    if last is not None:
+        print(f"next offset: {last}", file=sys.stderr)
+    return 0
+
+
+def _stdin_lines() -> Iterator[bytes]:
+    yield from sys.stdin.buffer
+
+
+def _batches(pieces: Iterable[bytes], content_type: str) -> Iterator[bytes]:
+    """Appends of at most BATCH_BYTES: JSON input is one message per line (a JSON array per
+    append); anything else is sent as it comes."""
+    json_stream = is_json(content_type)
+    buffered: list[bytes] = []
+    size = 0
+    for number, piece in enumerate(pieces, 1):
+        if json_stream:
+            text = piece.strip()
+            if not text:
+                continue
+            try:
+                json.loads(text)
+            except ValueError as exc:
+                raise ValueError(f"line {number} is not a JSON value ({exc})") from None
+            piece = text
+        if buffered and size + len(piece) > BATCH_BYTES:
+            yield _join(buffered, json_stream)
+            buffered, size = [], 0
+        buffered.append(piece)
+        size += len(piece) + 1
+    if buffered:
+        yield _join(buffered, json_stream)
+
+
+def _join(pieces: list[bytes], json_stream: bool) -> bytes:
+    return b"[" + b",".join(pieces) + b"]" if json_stream else b"".join(pieces)
+
+
+def _read(stream: DurableStream, args: argparse.Namespace, _: str) -> int:
+    live = "long-poll" if args.command == "tail" else None
+    last: Batch | None = None
+    try:
+        for batch in stream.read(Offset(args.start), live=live):
+            _print_batch(batch, args.pretty, sys.stdout)
+            last = batch
+    except KeyboardInterrupt:
+        pass
+    if last is not None:
+        state = " (closed: the stream is complete)" if last.closed else ""
+        print(f"next offset: {last.next_offset}{state}", file=sys.stderr)
+    return 0
+
+
+def _print_batch(batch: Batch, pretty: bool, out: TextIO) -> None:
+    if batch.messages is None:
+        out.buffer.write(batch.data)
+    else:
+        for message in batch.messages:
+            out.write(json.dumps(message, indent=2 if pretty else None, ensure_ascii=False) + "\n")
+    out.flush()
+
+
+def _head(stream: DurableStream, args: argparse.Namespace, _: str) -> int:
+    info = stream.head()
+    fields = {
+        "content_type": info.content_type,
+        "next_offset": str(info.next_offset),
+        "closed": info.closed,
+        "ttl": info.ttl,
+        "expires_at": info.expires_at,
+    }
+    print(json.dumps(fields))
+    return 0
+
+
+def _close(stream: DurableStream, args: argparse.Namespace, _: str) -> int:
+    print(f"next offset: {stream.close()} (closed)", file=sys.stderr)
+    return 0
+
+
+def _delete(stream: DurableStream, args: argparse.Namespace, _: str) -> int:
+    stream.delete()
+    return 0
+
+
+def _fork(stream: DurableStream, args: argparse.Namespace, base: str) -> int:
+    source_path = "/" + f"{base}/{args.source}".split("://", 1)[-1].split("/", 1)[-1]
+    at = Offset(args.offset) if args.offset else None
+    info = stream.fork(source_path, offset=at)
+    print(f"next offset: {info.next_offset}", file=sys.stderr)
+    return 0
+
+
+_COMMANDS = {
+    "create": _create,
+    "append": _append,
+    "read": _read,
+    "tail": _read,
+    "head": _head,
+    "close": _close,
+    "delete": _delete,
+    "fork": _fork,
+}

@@ -1,0 +1,82 @@
+"""The `dsaws` stream commands against `dsaws serve`, as a shell user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from support import ROOT, ServerProcess
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with ServerProcess("--long-poll-timeout", "1") as server:
+        yield f"{server.base_url}/v1/stream"
+
+
+def dsaws(url: str, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "DSAWS_URL": url}
+    return subprocess.run(
+        [sys.executable, "-m", "core.cli", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
+
+
+def test_a_json_stream_from_the_shell(url: str) -> None:
+    assert dsaws(url, "create", "log", "--content-type", "application/json").returncode == 0
+    appended = dsaws(url, "append", "log", stdin=b'{"n": 1}\n\n"two"\n[3]\n')
+    assert appended.returncode == 0
+    assert b"next offset: " in appended.stderr
+    read = dsaws(url, "read", "log")
+    assert [json.loads(line) for line in read.stdout.splitlines()] == [{"n": 1}, "two", [3]]
+    resume = read.stderr.decode().split("next offset: ")[1].split()[0]
+    dsaws(url, "append", "log", '{"n": 4}')
+    later = dsaws(url, "read", "log", "--from", resume)
+    assert later.stdout == b'{"n": 4}\n'
+    head = json.loads(dsaws(url, "head", "log").stdout)
+    assert head["content_type"] == "application/json" and head["closed"] is False
+
+
+def test_bad_json_input_is_refused_before_anything_is_sent(url: str) -> None:
+    dsaws(url, "create", "strict", "--content-type", "application/json")
+    refused = dsaws(url, "append", "strict", stdin=b'{"ok": 1}\nnot json\n')
+    assert refused.returncode == 5
+    assert b"line 2 is not a JSON value" in refused.stderr
+    assert dsaws(url, "read", "strict").stdout == b""
+
+
+def test_text_tail_ends_at_the_close(url: str) -> None:
+    dsaws(url, "create", "words", "--content-type", "text/plain")
+    dsaws(url, "append", "words", "hello ", "world")
+    dsaws(url, "close", "words")
+    tail = dsaws(url, "tail", "words")
+    assert tail.returncode == 0 and tail.stdout == b"hello world"
+    assert b"closed: the stream is complete" in tail.stderr
+
+
+def test_fork_and_delete(url: str) -> None:
+    dsaws(url, "create", "trunk", "--content-type", "text/plain")
+    dsaws(url, "append", "trunk", "abc")
+    assert dsaws(url, "fork", "twig", "--from", "trunk").returncode == 0
+    assert dsaws(url, "read", "twig").stdout == b"abc"
+    assert dsaws(url, "delete", "twig").returncode == 0
+    missing = dsaws(url, "head", "twig")
+    assert missing.returncode == 3 and b"404" in missing.stderr
+
+
+def test_errors_have_their_own_exit_status(url: str) -> None:
+    dsaws(url, "create", "typed", "--content-type", "text/plain")
+    assert dsaws(url, "create", "typed", "--content-type", "application/json").returncode == 4
+    assert dsaws(url, "append", "nowhere", "x").returncode == 3
+    unreachable = dsaws("http://127.0.0.1:9/v1/stream", "head", "x")
+    assert unreachable.returncode == 6
