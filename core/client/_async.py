@@ -11,32 +11,24 @@ import httpx
 
 from . import _wire as wire
 from ._attempts import after_answer, after_failure
+from ._base import DEFAULT_TIMEOUT, StreamBase
 from ._offset import Offset
-from ._retry import RetryPolicy
-from ._sync import DEFAULT_TIMEOUT, _body
-from ._wire import Batch, HeaderSource, Live, Request, StreamInfo
+from ._sync import _body
+from ._wire import Batch, Live, Request, StreamInfo
 
 
-class AsyncDurableStream:
-    """A stream at `url`. `headers` are added to every request; pass a callable returning them
-    to refresh credentials. Safe requests are retried under `retry`; a plain append never is
-    once it may have reached the server (see `OutcomeUnknown`)."""
+class AsyncDurableStream(StreamBase):
+    __doc__ = StreamBase.__doc__
 
     def __init__(
         self,
         url: str,
         *,
-        headers: HeaderSource = None,
-        retry: RetryPolicy | None = None,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
-        content_type: str | None = None,
         client: httpx.AsyncClient | None = None,
+        **options: Any,
     ) -> None:
-        self.url = url
-        # The stream's content type, which appends must carry: given, or learnt from the server.
-        self.content_type = content_type
-        self.headers = headers
-        self.retry = retry or RetryPolicy()
+        super().__init__(url, **options)
         self._client = client or httpx.AsyncClient(timeout=timeout)
         self._owns_client = client is None
 
@@ -103,10 +95,6 @@ class AsyncDurableStream:
                 yield batch
 
     # ---------------------------------------------------------------- plumbing
-
-    def _learn(self, info: StreamInfo) -> StreamInfo:
-        self.content_type = info.content_type or self.content_type
-        return info
 
     async def _send(self, request: Request, check: bool = True) -> httpx.Response:
         response, _ = await self._exchange(request, check)

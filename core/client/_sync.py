@@ -10,34 +10,23 @@ import httpx
 
 from . import _wire as wire
 from ._attempts import after_answer, after_failure
+from ._base import DEFAULT_TIMEOUT, StreamBase
 from ._offset import Offset
-from ._retry import RetryPolicy
-from ._wire import Batch, HeaderSource, Live, Request, StreamInfo
-
-# Long enough for a long-poll (the server answers within its timeout, 15 s by default).
-DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+from ._wire import Batch, Live, Request, StreamInfo
 
 
-class DurableStream:
-    """A stream at `url`. `headers` are added to every request; pass a callable returning them
-    to refresh credentials. Safe requests are retried under `retry`; a plain append never is
-    once it may have reached the server (see `OutcomeUnknown`)."""
+class DurableStream(StreamBase):
+    __doc__ = StreamBase.__doc__
 
     def __init__(
         self,
         url: str,
         *,
-        headers: HeaderSource = None,
-        retry: RetryPolicy | None = None,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
-        content_type: str | None = None,
         client: httpx.Client | None = None,
+        **options: Any,
     ) -> None:
-        self.url = url
-        # The stream's content type, which appends must carry: given, or learnt from the server.
-        self.content_type = content_type
-        self.headers = headers
-        self.retry = retry or RetryPolicy()
+        super().__init__(url, **options)
         self._client = client or httpx.Client(timeout=timeout)
         self._owns_client = client is None
 
@@ -96,10 +85,6 @@ class DurableStream:
                 yield batch
 
     # ---------------------------------------------------------------- plumbing
-
-    def _learn(self, info: StreamInfo) -> StreamInfo:
-        self.content_type = info.content_type or self.content_type
-        return info
 
     def _send(self, request: Request, check: bool = True) -> httpx.Response:
         response, _ = self._exchange(request, check)

@@ -1,0 +1,35 @@
+"""What the sync and async clients share: their settings and what they learn of the stream."""
+
+from __future__ import annotations
+
+import httpx
+
+from ._retry import RetryPolicy
+from ._wire import HeaderSource, StreamInfo
+
+# Long enough for a long-poll (the server answers within its timeout, 15 s by default).
+DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+
+
+class StreamBase:
+    """A stream at `url`. `headers` are added to every request; pass a callable returning them
+    to refresh credentials. Safe requests are retried under `retry`; a plain append never is
+    once it may have reached the server (see `OutcomeUnknown`). `content_type` is the stream's,
+    which appends carry: given here, or learnt from the server."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: HeaderSource = None,
+        retry: RetryPolicy | None = None,
+        content_type: str | None = None,
+    ) -> None:
+        self.url = url
+        self.headers = headers
+        self.retry = retry or RetryPolicy()
+        self.content_type = content_type
+
+    def _learn(self, info: StreamInfo) -> StreamInfo:
+        self.content_type = info.content_type or self.content_type
+        return info
