@@ -12,6 +12,7 @@ from ._errors import (
     Unavailable,
 )
 from ._offset import Offset
+from ._producer import IdempotentProducer, ProducerError, ProducerSettings
 from ._retry import RetryPolicy
 from ._sync import DurableStream
 from ._wire import Batch, StreamInfo
@@ -22,8 +23,11 @@ __all__ = [
     "Batch",
     "DurableStream",
     "DurableStreamError",
+    "IdempotentProducer",
     "Offset",
     "OutcomeUnknown",
+    "ProducerError",
+    "ProducerSettings",
     "RetryPolicy",
     "StreamClosed",
     "StreamConflict",

@@ -47,6 +47,7 @@ class Batch:
 
     body: bytes
     messages: int
+    close: bool = False  # this request also closes the stream
     epoch: int = -1
     seq: int = -1
     attempts: int = 0

@@ -1,0 +1,265 @@
+"""`IdempotentProducer`: exactly-once appends into one stream, batched and pipelined.
+
+The decisions are `_producer_state.ProducerState`'s; this module only cuts batches, sends the
+requests it allows and tells it what came back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from . import _wire as wire
+from ._async import AsyncDurableStream
+from ._errors import DurableStreamError
+from ._offset import Offset
+from ._producer_state import Answer, Batch, ProducerState, Send
+from ._retry import RetryPolicy
+
+
+class ProducerError(DurableStreamError):
+    """Some batches were not delivered; `lost` says which messages and why. Nothing reported
+    lost was acknowledged, and nothing acknowledged is reported lost (a batch given up after
+    lost answers may nonetheless be in the stream: `unconfirmed` counts those)."""
+
+    def __init__(self, lost: list[Batch]) -> None:
+        self.lost = list(lost)
+        messages = sum(b.messages for b in lost)
+        first = min(lost, key=lambda b: (b.epoch, b.seq))
+        self.unconfirmed = sum(b.messages for b in lost if b.maybe_committed)
+        super().__init__(
+            f"{messages} message(s) in {len(lost)} batch(es) not delivered; the first "
+            f"(epoch {first.epoch}, seq {first.seq}): {first.lost_because}"
+        )
+
+
+@dataclass(frozen=True)
+class ProducerSettings:
+    linger: float = 0.005  # seconds a batch waits for more messages
+    max_batch_bytes: int = 1024 * 1024
+    max_in_flight: int = 5
+    max_buffered_bytes: int = 16 * 1024 * 1024  # append() waits above this
+    auto_claim: bool = False
+    retry: RetryPolicy = field(
+        default_factory=lambda: RetryPolicy(max_attempts=10, base_delay=0.05, max_delay=5.0)
+    )
+
+
+class IdempotentProducer:
+    """Appends to `stream` as producer `producer_id` at `epoch` (bump it when the producer
+    restarts, or set `auto_claim` to take over from a fenced epoch)."""
+
+    def __init__(
+        self,
+        stream: AsyncDurableStream,
+        producer_id: str,
+        *,
+        epoch: int = 0,
+        settings: ProducerSettings | None = None,
+    ) -> None:
+        self.stream = stream
+        self.producer_id = producer_id
+        self.settings = settings or ProducerSettings()
+        self._state = ProducerState(
+            epoch=epoch,
+            auto_claim=self.settings.auto_claim,
+            max_in_flight=self.settings.max_in_flight,
+            max_attempts=self.settings.retry.max_attempts,
+        )
+        self._pieces: list[bytes] = []
+        self._piece_bytes = 0
+        self._first_piece_at: float | None = None
+        self._content_type: str | None = None
+        self._changed = asyncio.Condition()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._last_offset: Offset | None = None
+        self._stopped = False
+
+    # ---------------------------------------------------------------- public
+
+    async def append(self, value: Any) -> None:
+        """Queue one message: bytes or text, or any JSON value for a JSON stream (refused here
+        if it is not JSON). Waits while too much is buffered."""
+        content_type = await self._stream_type()
+        piece = _encode(value, wire.is_json(content_type))
+        async with self._changed:
+            if self._stopped:
+                raise DurableStreamError("the producer has been closed or detached")
+            await self._changed.wait_for(
+                lambda: (
+                    self._buffered() + len(piece) <= self.settings.max_buffered_bytes
+                    or self._buffered() == 0
+                )
+            )
+            self._pieces.append(piece)
+            self._piece_bytes += len(piece)
+            starts_batch = self._first_piece_at is None
+            if starts_batch:
+                self._first_piece_at = time.monotonic()
+            if self._piece_bytes >= self.settings.max_batch_bytes:
+                self._cut()
+            elif starts_batch:
+                self._spawn(self._linger())
+            self._pump()
+
+    async def flush(self) -> Offset | None:
+        """Deliver everything appended so far; returns the offset after it. Raises
+        `ProducerError` naming every batch that could not be delivered."""
+        async with self._changed:
+            self._cut()
+            self._pump()
+            await self._changed.wait_for(lambda: self._state.idle and not self._pieces)
+            if self._state.lost:
+                raise ProducerError(self._state.lost)
+            return self._last_offset
+
+    async def close(self, final: Any = None) -> Offset | None:
+        """Flush, then close the stream (with `final` as its last message), as part of the
+        producer's sequence, so a retried close is deduplicated. Refuses to close over a
+        failed batch."""
+        await self.flush()
+        content_type = await self._stream_type()
+        body = (
+            b""
+            if final is None
+            else _join([_encode(final, wire.is_json(content_type))], content_type)
+        )
+        async with self._changed:
+            self._stopped = True
+            self._state.enqueue(Batch(body, 0 if final is None else 1, close=True))
+            self._pump()
+            await self._changed.wait_for(lambda: self._state.idle)
+            if self._state.lost:
+                raise ProducerError(self._state.lost)
+            return self._last_offset
+
+    async def detach(self) -> None:
+        """Stop without closing the stream; whatever is buffered is delivered first."""
+        await self.flush()
+        self._stopped = True
+
+    # ---------------------------------------------------------------- batching
+
+    def _buffered(self) -> int:
+        waiting = sum(len(b.body) for b in self._state.waiting)
+        flying = sum(len(b.body) for b in self._state.in_flight.values())
+        return self._piece_bytes + waiting + flying
+
+    def _cut(self) -> None:
+        if not self._pieces:
+            return
+        body = _join(self._pieces, self._content_type or "")
+        self._state.enqueue(Batch(body, len(self._pieces)))
+        self._pieces, self._piece_bytes, self._first_piece_at = [], 0, None
+
+    async def _linger(self) -> None:
+        await asyncio.sleep(self.settings.linger)
+        async with self._changed:
+            started = self._first_piece_at
+            if started is not None and time.monotonic() - started >= self.settings.linger:
+                self._cut()
+                self._pump()
+
+    # ---------------------------------------------------------------- sending
+
+    def _pump(self) -> None:
+        for send in self._state.sendable():
+            self._spawn(self._deliver(send))
+        self._changed.notify_all()
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _deliver(self, send: Send) -> None:
+        outcome = await self._attempt(send)
+        if outcome.pause:
+            await asyncio.sleep(outcome.pause)
+        async with self._changed:
+            offset = outcome.offset
+            if offset is not None and (self._last_offset is None or self._last_offset < offset):
+                self._last_offset = offset
+            self._state.answer(
+                send, outcome.answer, server_epoch=outcome.server_epoch, reason=outcome.reason
+            )
+            self._pump()
+
+    async def _attempt(self, send: Send) -> Outcome:
+        headers = {
+            "Producer-Id": self.producer_id,
+            "Producer-Epoch": str(send.epoch),
+            "Producer-Seq": str(send.seq),
+        }
+        if send.batch.body:
+            headers["Content-Type"] = self._content_type or ""
+        if send.batch.close:
+            headers["Stream-Closed"] = "true"
+        retry = self.settings.retry
+        try:
+            response = await self.stream._client.post(
+                self.stream.url,
+                content=send.batch.body,
+                headers={**wire.resolve_headers(self.stream.headers), **headers},
+            )
+        except httpx.ConnectError as exc:
+            return Outcome(Answer.UNDELIVERED, retry.delay(send.batch.attempts), reason=str(exc))
+        except httpx.TransportError as exc:
+            return Outcome(Answer.TRANSIENT, retry.delay(send.batch.attempts), reason=str(exc))
+        return _judge(response, retry, send.batch.attempts)
+
+    async def _stream_type(self) -> str:
+        if self._content_type is None:
+            self._content_type = self.stream.content_type or (await self.stream.head()).content_type
+        return self._content_type
+
+
+@dataclass(frozen=True)
+class Outcome:
+    answer: Answer
+    pause: float = 0.0  # before the state hears of it (a retry's backoff)
+    server_epoch: int | None = None
+    offset: Offset | None = None
+    reason: str = ""
+
+
+def _judge(response: httpx.Response, retry: RetryPolicy, attempt: int) -> Outcome:
+    status = response.status_code
+    reason = f"{status} {response.text[:200]}".strip()
+    pause = retry.delay(attempt, response.headers.get("Retry-After"))
+    if status in (200, 204):
+        offset = response.headers.get("Stream-Next-Offset")
+        return Outcome(Answer.ACKED, offset=Offset(offset) if offset else None)
+    if status == 403:
+        epoch = response.headers.get("Producer-Epoch")
+        if epoch is not None and epoch.isdigit():
+            return Outcome(Answer.STALE_EPOCH, server_epoch=int(epoch), reason=reason)
+        return Outcome(Answer.UNDELIVERED, pause, reason=reason)  # from something in between
+    if status == 409 and response.headers.get("Producer-Expected-Seq") is not None:
+        return Outcome(Answer.SEQUENCE_GAP, reason=reason)
+    if status == 429:
+        return Outcome(Answer.UNDELIVERED, pause, reason=reason)
+    if status >= 500:
+        return Outcome(Answer.TRANSIENT, pause, reason=reason)
+    return Outcome(Answer.REFUSED, reason=reason)
+
+
+def _encode(value: Any, json_stream: bool) -> bytes:
+    if json_stream:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)  # a copy: the caller may reuse its buffer
+    raise TypeError(f"a {type(value).__name__} cannot be appended to a byte stream")
+
+
+def _join(pieces: list[bytes], content_type: str) -> bytes:
+    if wire.is_json(content_type):
+        return b"[" + b",".join(pieces) + b"]"
+    return b"".join(pieces)
