@@ -53,9 +53,10 @@ class ServerProcess:
         env: dict[str, str] | None = None,
         module: str = "core.cli serve",
         with_cdn: bool = False,
+        port: int | None = None,
     ) -> None:
         self.module = module.split()
-        self.port = free_port()
+        self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.args = args
         # With the local CDN (nginx, started by `dsaws serve --cdn-port`) in front.
