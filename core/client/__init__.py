@@ -12,7 +12,12 @@ from ._errors import (
     Unavailable,
 )
 from ._offset import Offset
-from ._producer import IdempotentProducer, ProducerError, ProducerSettings
+from ._producer import (
+    IdempotentProducer,
+    ProducerError,
+    ProducerSettings,
+    SyncIdempotentProducer,
+)
 from ._retry import RetryPolicy
 from ._sync import DurableStream
 from ._wire import Batch, StreamInfo
@@ -34,5 +39,6 @@ __all__ = [
     "StreamGone",
     "StreamInfo",
     "StreamNotFound",
+    "SyncIdempotentProducer",
     "Unavailable",
 ]

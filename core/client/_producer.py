@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -186,7 +187,11 @@ class IdempotentProducer:
             if offset is not None and (self._last_offset is None or self._last_offset < offset):
                 self._last_offset = offset
             self._state.answer(
-                send, outcome.answer, server_epoch=outcome.server_epoch, reason=outcome.reason
+                send,
+                outcome.answer,
+                server_epoch=outcome.server_epoch,
+                server_seq=outcome.server_seq,
+                reason=outcome.reason,
             )
             self._pump()
 
@@ -224,6 +229,7 @@ class Outcome:
     answer: Answer
     pause: float = 0.0  # before the state hears of it (a retry's backoff)
     server_epoch: int | None = None
+    server_seq: int | None = None  # the highest sequence the server holds for this epoch
     offset: Offset | None = None
     reason: str = ""
 
@@ -234,13 +240,19 @@ def _judge(response: httpx.Response, retry: RetryPolicy, attempt: int) -> Outcom
     pause = retry.delay(attempt, response.headers.get("Retry-After"))
     if status in (200, 204):
         offset = response.headers.get("Stream-Next-Offset")
-        return Outcome(Answer.ACKED, offset=Offset(offset) if offset else None)
+        seq = response.headers.get("Producer-Seq", "")
+        return Outcome(
+            Answer.ACKED,
+            server_seq=int(seq) if seq.isdigit() else None,
+            offset=Offset(offset) if offset else None,
+        )
     if status == 403:
         epoch = response.headers.get("Producer-Epoch")
         if epoch is not None and epoch.isdigit():
             return Outcome(Answer.STALE_EPOCH, server_epoch=int(epoch), reason=reason)
         return Outcome(Answer.UNDELIVERED, pause, reason=reason)  # from something in between
-    if status == 409 and response.headers.get("Producer-Expected-Seq") is not None:
+    closed = response.headers.get("Stream-Closed", "").lower() == "true"
+    if status == 409 and not closed and response.headers.get("Producer-Expected-Seq"):
         return Outcome(Answer.SEQUENCE_GAP, reason=reason)
     if status == 429:
         return Outcome(Answer.UNDELIVERED, pause, reason=reason)
@@ -263,3 +275,60 @@ def _join(pieces: list[bytes], content_type: str) -> bytes:
     if wire.is_json(content_type):
         return b"[" + b",".join(pieces) + b"]"
     return b"".join(pieces)
+
+
+class SyncIdempotentProducer:
+    """`IdempotentProducer` for synchronous code: the producer runs on an event loop in a
+    thread of its own; every method blocks until its coroutine there has finished."""
+
+    def __init__(
+        self,
+        url: str,
+        producer_id: str,
+        *,
+        epoch: int = 0,
+        settings: ProducerSettings | None = None,
+        **stream_options: Any,
+    ) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+
+        async def build() -> IdempotentProducer:
+            stream = AsyncDurableStream(url, **stream_options)
+            return IdempotentProducer(stream, producer_id, epoch=epoch, settings=settings)
+
+        self._producer = self._call(build())
+
+    def append(self, value: Any) -> None:
+        self._call(self._producer.append(value))
+
+    def flush(self) -> Offset | None:
+        return self._call(self._producer.flush())
+
+    def close(self, final: Any = None) -> Offset | None:
+        try:
+            return self._call(self._producer.close(final))
+        finally:
+            self._shutdown()
+
+    def detach(self) -> None:
+        try:
+            self._call(self._producer.detach())
+        finally:
+            self._shutdown()
+
+    def _call(self, work: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(work, self._loop).result()
+
+    def _shutdown(self) -> None:
+        if self._loop.is_running():
+            self._call(self._producer.stream.close_client())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+    def __enter__(self) -> SyncIdempotentProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.detach()

@@ -120,12 +120,26 @@ class ProducerState:
     # ---------------------------------------------------------------- answers
 
     def answer(
-        self, sent: Send, answer: Answer, *, server_epoch: int | None = None, reason: str = ""
+        self,
+        sent: Send,
+        answer: Answer,
+        *,
+        server_epoch: int | None = None,
+        server_seq: int | None = None,
+        reason: str = "",
     ) -> None:
         if sent.epoch != self.epoch or self.in_flight.get(sent.seq) is not sent.batch:
             return  # an answer to a request of an epoch we have left behind
         batch = self.in_flight.pop(sent.seq)
-        if self.fence is not None:
+        if answer is Answer.ACKED and server_seq is not None and server_seq >= self.next_seq:
+            # The server holds sequences of this epoch that we never sent: another session of
+            # this producer used the epoch before, and our batch was taken for its duplicate.
+            self._lose_from(
+                batch,
+                f"producer epoch {self.epoch} was already used (the server is at sequence "
+                f"{server_seq}): start with a higher epoch, or auto-claim",
+            )
+        elif self.fence is not None:
             self._while_fenced(batch, answer)
         elif answer is Answer.ACKED:
             self._deliver(batch)
@@ -168,6 +182,13 @@ class ProducerState:
         them is not a failure of this batch, so it costs no attempt."""
         if self._earlier_given_up(batch):
             self._lose_from(batch, "an earlier batch was given up")
+            return
+        earlier_outstanding = any(
+            b.seq < batch.seq for b in [*self.in_flight.values(), *self.waiting]
+        )
+        if not earlier_outstanding:
+            # Nothing of ours can fill the gap: it costs attempts like any other failure.
+            self._again(batch, "sequence gap that nothing outstanding can fill")
             return
         batch.attempts -= 1
         batch.parked = True

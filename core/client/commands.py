@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
@@ -24,6 +25,7 @@ from ._errors import (
     Unavailable,
 )
 from ._offset import Offset
+from ._producer import ProducerError, SyncIdempotentProducer
 from ._sync import DurableStream
 from ._wire import Batch, is_json
 
@@ -41,6 +43,7 @@ EXIT_UNAVAILABLE = 6
 EXIT_OUTCOME_UNKNOWN = 7
 _EXITS: list[tuple[type[DurableStreamError], int]] = [
     (OutcomeUnknown, EXIT_OUTCOME_UNKNOWN),
+    (ProducerError, EXIT_UNAVAILABLE),
     (StreamNotFound, EXIT_NOT_FOUND),
     (StreamGone, EXIT_NOT_FOUND),
     (StreamConflict, EXIT_CONFLICT),
@@ -69,6 +72,18 @@ def add_commands(commands: Any) -> None:
     append.add_argument("data", nargs="*", help="what to append (default: standard input)")
     append.add_argument("--content-type", help="(default: the stream's)")
     append.add_argument("--close", action="store_true", help="close the stream with the append")
+    append.add_argument(
+        "--producer",
+        metavar="ID",
+        help="send as an idempotent producer (exactly once, batched and pipelined: for bulk input)",
+    )
+    append.add_argument(
+        "--epoch",
+        type=int,
+        default=None,
+        help="the producer's epoch (default: the time in milliseconds, so every run is a new "
+        "session that fences the ones before it)",
+    )
 
     for name, help_text in (("read", "print the stream up to its tail"), ("tail", "follow it")):
         reader = command(name, help_text)
@@ -106,6 +121,8 @@ def _create(stream: DurableStream, args: argparse.Namespace, _: str) -> int:
 
 def _append(stream: DurableStream, args: argparse.Namespace, _: str) -> int:
     content_type = args.content_type or stream.head().content_type
+    if args.producer:
+        return _produce(stream, args, content_type)
     pieces = [a.encode() for a in args.data] if args.data else _stdin_lines()
     last: Offset | None = None
     for body in _batches(pieces, content_type):
@@ -115,6 +132,61 @@ def _append(stream: DurableStream, args: argparse.Namespace, _: str) -> int:
     if last is not None:
         print(f"next offset: {last}", file=sys.stderr)
     return 0
+
+
+def _produce(stream: DurableStream, args: argparse.Namespace, content_type: str) -> int:
+    """Bulk input through an idempotent producer, with a progress line on standard error."""
+    pieces = [a.encode() for a in args.data] if args.data else _stdin_lines()
+    json_stream = is_json(content_type)
+    epoch = args.epoch if args.epoch is not None else int(time.time() * 1000)
+    producer = SyncIdempotentProducer(
+        stream.url, args.producer, epoch=epoch, content_type=content_type
+    )
+    progress = _Progress()
+    try:
+        for number, piece in enumerate(pieces, 1):
+            if json_stream:
+                if not piece.strip():
+                    continue
+                try:
+                    value: Any = json.loads(piece)
+                except ValueError as exc:
+                    raise ValueError(f"line {number} is not a JSON value ({exc})") from None
+            else:
+                value = piece
+            producer.append(value)
+            progress.add(len(piece))
+        last = producer.close() if args.close else producer.flush()
+    except BaseException:
+        producer.detach()
+        raise
+    if not args.close:
+        producer.detach()
+    progress.done()
+    if last is not None:
+        print(f"next offset: {last}", file=sys.stderr)
+    return 0
+
+
+class _Progress:
+    """`appended N messages (B bytes)` on standard error, at most once a second."""
+
+    def __init__(self) -> None:
+        self.messages = 0
+        self.bytes = 0
+        self.shown_at = time.monotonic()
+
+    def add(self, size: int) -> None:
+        self.messages += 1
+        self.bytes += size
+        if time.monotonic() - self.shown_at >= 1.0:
+            self.shown_at = time.monotonic()
+            print(
+                f"\rappended {self.messages} messages ({self.bytes} bytes)", end="", file=sys.stderr
+            )
+
+    def done(self) -> None:
+        print(f"\rappended {self.messages} messages ({self.bytes} bytes)", file=sys.stderr)
 
 
 def _stdin_lines() -> Iterator[bytes]:

@@ -17,6 +17,7 @@ from core.client import (
     StreamClosed,
     StreamConflict,
     StreamNotFound,
+    SyncIdempotentProducer,
 )
 
 pytestmark = pytest.mark.integration
@@ -113,3 +114,17 @@ def test_the_async_client_does_the_same(base: str) -> None:
             assert (await stream.head()).closed
 
     asyncio.run(scenario())
+
+
+def test_the_producer_from_synchronous_code(base: str) -> None:
+    with DurableStream(f"{base}/sync-producer") as stream:
+        stream.create("application/json")
+    producer = SyncIdempotentProducer(f"{base}/sync-producer", "sync-writer")
+    for n in range(50):
+        producer.append({"n": n})
+    assert producer.flush() is not None
+    final = producer.close({"n": "end"})
+    with DurableStream(f"{base}/sync-producer") as stream:
+        messages = [m for b in stream.read() for m in b.messages or []]
+        assert messages == [*({"n": n} for n in range(50)), {"n": "end"}]
+        assert stream.head().closed and stream.head().next_offset == final

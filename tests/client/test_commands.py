@@ -80,3 +80,16 @@ def test_errors_have_their_own_exit_status(url: str) -> None:
     assert dsaws(url, "append", "nowhere", "x").returncode == 3
     unreachable = dsaws("http://127.0.0.1:9/v1/stream", "head", "x")
     assert unreachable.returncode == 6
+
+
+def test_bulk_input_through_the_producer(url: str) -> None:
+    dsaws(url, "create", "bulk", "--content-type", "application/json")
+    lines = b"".join(b'{"n": %d}\n' % n for n in range(2000))
+    done = dsaws(url, "append", "bulk", "--producer", "loader", "--close", stdin=lines)
+    assert done.returncode == 0, done.stderr
+    assert b"appended 2000 messages" in done.stderr
+    read = dsaws(url, "read", "bulk")
+    assert [json.loads(line)["n"] for line in read.stdout.splitlines()] == list(range(2000))
+    assert b"closed" in read.stderr
+    again = dsaws(url, "append", "bulk", "--producer", "loader", stdin=b'{"n": 1}\n')
+    assert again.returncode != 0  # closed: nothing more goes in

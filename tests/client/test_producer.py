@@ -148,3 +148,22 @@ def test_appended_buffers_are_copied(backend: Backend) -> None:
         assert b"".join([b.data async for b in stream.read()]) == b"first"
 
     asyncio.run(scenario())
+
+
+def test_a_producer_reusing_an_epoch_is_told_and_not_taken_for_a_duplicate(
+    backend: Backend,
+) -> None:
+    async def scenario() -> None:
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=backend.app()))
+        stream = AsyncDurableStream(URL, client=client)
+        await stream.create("application/json")
+        first = IdempotentProducer(stream, "same-id")
+        for n in range(3):
+            await first.append(n)
+            await first.flush()
+        second = IdempotentProducer(stream, "same-id")  # restarted without a new epoch
+        await second.append("new data")
+        with pytest.raises(ProducerError, match="already used"):
+            await second.flush()
+
+    asyncio.run(scenario())

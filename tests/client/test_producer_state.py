@@ -189,3 +189,12 @@ def test_an_answer_lost_around_a_fence_is_never_resent_under_the_new_epoch() -> 
     assert state.sendable() == []
     assert {b.body for b in state.lost} == {b"b1", b"b2"}
     assert state.idle
+
+
+def test_a_gap_nothing_outstanding_can_fill_is_not_waited_on_for_ever() -> None:
+    state = ProducerState(max_attempts=3)
+    state.enqueue(Batch(b"only", 1))
+    for _ in range(3):
+        (send,) = state.sendable()
+        state.answer(send, Answer.SEQUENCE_GAP)
+    assert state.idle and [b.body for b in state.lost] == [b"only"]
