@@ -108,3 +108,9 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def sse_value(line: str) -> str:
+    """A `data:` line's value, as an SSE parser reads it: one space after the colon removed."""
+    value = line.split(":", 1)[1]
+    return value[1:] if value.startswith(" ") else value

@@ -13,6 +13,7 @@ from . import _wire as wire
 from ._attempts import after_answer, after_failure
 from ._base import DEFAULT_TIMEOUT, StreamBase
 from ._offset import Offset
+from ._sse import SseSession
 from ._sync import _body
 from ._wire import Batch, Live, Request, StreamInfo
 
@@ -85,14 +86,50 @@ class AsyncDurableStream(StreamBase):
     async def read(
         self, offset: Offset = Offset.BEGINNING, *, live: Live = None
     ) -> AsyncIterator[Batch]:
-        """Batches from `offset`. Without `live`, up to the tail; with `live="long-poll"`, for
-        ever, until the stream is closed. Either way the iteration ends right after the batch
-        whose `closed` is true, and never before the end of a closed stream."""
+        """As `DurableStream.read`."""
+        if live == "sse":
+            async for batch in self._read_sse(offset):
+                yield batch
+            return
         session = wire.ReadSession(offset, live)
         while not session.finished:
             batch = session.accept(await self._send(session.request(), check=False))
             if batch is not None:
                 yield batch
+
+    async def _read_sse(self, offset: Offset) -> AsyncIterator[Batch]:
+        content_type = self.content_type or (await self.head()).content_type
+        session = SseSession(offset)
+        failures = 0
+        while not session.finished:
+            request = session.request()
+            headers = wire.resolve_headers(self.headers)
+            try:
+                async with self._client.stream(
+                    "GET", self.url, params=request.params, headers=headers
+                ) as response:
+                    if response.status_code >= 400:
+                        await response.aread()
+                        failures += 1
+                        step = after_answer(self.retry, request, failures, response)
+                        if step.accept:
+                            wire.raise_for_status(response)
+                        if step.error is not None:
+                            raise step.error
+                        await asyncio.sleep(step.pause or 0.0)
+                        continue
+                    encoding = response.headers.get("Stream-SSE-Data-Encoding")
+                    session.connected(content_type, encoding)
+                    async for chunk in response.aiter_bytes():
+                        for batch in session.feed(chunk):
+                            failures = 0
+                            yield batch
+            except httpx.TransportError as failure:
+                failures += 1
+                step = after_failure(self.retry, request, failures, failure)
+                if step.error is not None:
+                    raise step.error from failure
+                await asyncio.sleep(step.pause or 0.0)
 
     # ---------------------------------------------------------------- plumbing
 

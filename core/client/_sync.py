@@ -12,6 +12,7 @@ from . import _wire as wire
 from ._attempts import after_answer, after_failure
 from ._base import DEFAULT_TIMEOUT, StreamBase
 from ._offset import Offset
+from ._sse import SseSession
 from ._wire import Batch, Live, Request, StreamInfo
 
 
@@ -75,14 +76,52 @@ class DurableStream(StreamBase):
     # ---------------------------------------------------------------- reads
 
     def read(self, offset: Offset = Offset.BEGINNING, *, live: Live = None) -> Iterator[Batch]:
-        """Batches from `offset`. Without `live`, up to the tail; with `live="long-poll"`, for
-        ever, until the stream is closed. Either way the iteration ends right after the batch
+        """Batches from `offset`. Without `live`, up to the tail; with `live="long-poll"` or
+        `live="sse"`, for ever, until the stream is closed (a dropped SSE connection is
+        reconnected from the last offset). Every way, the iteration ends right after the batch
         whose `closed` is true, and never before the end of a closed stream."""
+        if live == "sse":
+            yield from self._read_sse(offset)
+            return
         session = wire.ReadSession(offset, live)
         while not session.finished:
             batch = session.accept(self._send(session.request(), check=False))
             if batch is not None:
                 yield batch
+
+    def _read_sse(self, offset: Offset) -> Iterator[Batch]:
+        content_type = self.content_type or self.head().content_type
+        session = SseSession(offset)
+        failures = 0
+        while not session.finished:
+            request = session.request()
+            headers = wire.resolve_headers(self.headers)
+            try:
+                with self._client.stream(
+                    "GET", self.url, params=request.params, headers=headers
+                ) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        failures += 1
+                        step = after_answer(self.retry, request, failures, response)
+                        if step.accept:
+                            wire.raise_for_status(response)
+                        if step.error is not None:
+                            raise step.error
+                        time.sleep(step.pause or 0.0)
+                        continue
+                    encoding = response.headers.get("Stream-SSE-Data-Encoding")
+                    session.connected(content_type, encoding)
+                    for chunk in response.iter_bytes():
+                        for batch in session.feed(chunk):
+                            failures = 0
+                            yield batch
+            except httpx.TransportError as failure:
+                failures += 1
+                step = after_failure(self.retry, request, failures, failure)
+                if step.error is not None:
+                    raise step.error from failure
+                time.sleep(step.pause or 0.0)
 
     # ---------------------------------------------------------------- plumbing
 

@@ -22,7 +22,7 @@ from ._errors import (
 from ._offset import Offset
 
 JSON = "application/json"
-Live = Literal["long-poll"] | None
+Live = Literal["long-poll", "sse"] | None
 HeaderSource = Mapping[str, str] | Callable[[], Mapping[str, str]] | None
 
 

@@ -64,8 +64,8 @@ from .wakeups import Wakeups
 
 _HOST = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
 # The most one byte of a JSON message can grow to in a response: a line break inside an SSE
-# event becomes an escaped newline plus a new "data:" prefix.
-_WORST_EXPANSION = 7
+# event becomes an escaped newline plus a new "data: " prefix.
+_WORST_EXPANSION = 8
 _FRAMING_ROOM = 256
 
 

@@ -12,6 +12,7 @@ from support import ServerProcess
 
 from core.client import (
     AsyncDurableStream,
+    Batch,
     DurableStream,
     Offset,
     StreamClosed,
@@ -128,3 +129,39 @@ def test_the_producer_from_synchronous_code(base: str) -> None:
         messages = [m for b in stream.read() for m in b.messages or []]
         assert messages == [*({"n": n} for n in range(50)), {"n": "end"}]
         assert stream.head().closed and stream.head().next_offset == final
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/json", "application/x-bin"])
+def test_sse_reads_follow_until_the_close(base: str, content_type: str) -> None:
+    name = f"{base}/sse-{content_type.replace('/', '-')}"
+    payloads: list[bytes | str | list[object]]
+    if content_type == "application/json":
+        payloads = [[{"n": 1}], [{"n": 2}, "three"]]
+    elif content_type == "text/plain":
+        payloads = ["line one\nline two", " and more"]
+    else:
+        payloads = [bytes(range(256)), b"\x00\r\n\xff"]
+    with DurableStream(name) as writer:
+        writer.create(content_type)
+        writer.append(payloads[0])
+        got: list[Batch] = []
+
+        def follow() -> None:
+            with DurableStream(name) as reader:
+                got.extend(reader.read(live="sse"))
+
+        thread = threading.Thread(target=follow)
+        thread.start()
+        time.sleep(0.5)
+        writer.append(payloads[1])
+        time.sleep(0.5)
+        writer.close()
+        thread.join(timeout=15)
+        assert not thread.is_alive()
+    assert got[-1].closed and not any(b.closed for b in got[:-1])
+    if content_type == "application/json":
+        assert [m for b in got for m in b.messages or []] == [{"n": 1}, {"n": 2}, "three"]
+    elif content_type == "text/plain":
+        assert b"".join(b.data for b in got) == b"line one\nline two and more"
+    else:
+        assert b"".join(b.data for b in got) == bytes(range(256)) + b"\x00\r\n\xff"

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from starlette.testclient import TestClient
+from support import sse_value
 
 from core.app import create_app
 from core.http import streams
@@ -163,9 +164,9 @@ def test_a_bounded_sse_window_hands_on_a_new_cache_key(backend: Backend) -> None
             response = client.get(url, params=params)
             assert response.headers["cache-control"] == "no-cache, no-store"
             controls = [
-                json.loads(line.removeprefix("data:"))
+                json.loads(sse_value(line))
                 for line in response.text.splitlines()
-                if line.startswith("data:{")
+                if line.startswith("data: {")
             ]
             last = controls[-1]
             assert "streamClosed" not in last

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from hosts import Answer, AsgiHost, Host, LambdaHost, lambda_body_bytes, lambda_payload_bytes
+from support import sse_value
 
 from core.app import create_app
 from core.config import LAMBDA_MAX_RESPONSE_BYTES
@@ -80,7 +81,7 @@ def parse_sse(body: bytes) -> tuple[list[str], dict[str, Any]]:
             continue
         lines = block.split("\n")
         kind = lines[0].removeprefix("event: ")
-        payload = "\n".join(line.removeprefix("data:") for line in lines[1:])
+        payload = "\n".join(sse_value(line) for line in lines[1:])
         if kind == "data":
             data.append(payload)
         else:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 import uvicorn
-from support import free_port
+from support import free_port, sse_value
 
 from core.app import create_app
 from core.runtime import Backend
@@ -103,7 +103,7 @@ def test_live_session_receives_appends_then_the_close(streaming) -> None:  # typ
         writer.join()
         events = [block for block in body.decode().split("\n\n") if block]
         payloads = [
-            "\n".join(line[5:] for line in event.splitlines()[1:])
+            "\n".join(sse_value(line) for line in event.splitlines()[1:])
             for event in events
             if event.startswith("event: data")
         ]
@@ -139,8 +139,8 @@ def test_window_mode_returns_with_data_or_at_the_window_end(backend: Backend) ->
             assert (
                 catch_up.text
                 == (
-                    "event: data\ndata:AAE=\n\nevent: control\n"
-                    f'data:{{"streamNextOffset":"{tail}","streamCursor":'
+                    "event: data\ndata: AAE=\n\nevent: control\n"
+                    f'data: {{"streamNextOffset":"{tail}","streamCursor":'
                 )
                 + catch_up.text.split('"streamCursor":', 1)[1]
             )
@@ -162,4 +162,4 @@ def test_window_mode_returns_with_data_or_at_the_window_end(backend: Backend) ->
             writer.start()
             woken = client.get(URL, params={"offset": tail, "live": "sse"})
             writer.join()
-            assert "data:/w==" in woken.text and '"streamClosed":true' in woken.text
+            assert "data: /w==" in woken.text and '"streamClosed":true' in woken.text
