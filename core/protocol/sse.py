@@ -16,18 +16,22 @@ def uses_base64(content_type: str) -> bool:
     return not (media_type(content_type).startswith("text/") or is_json(content_type))
 
 
-# Every data line starts `data: `: an SSE parser removes one space after the colon, so a line of
-# the payload that begins with a space (a token such as " the") keeps it.
-_DATA = b"data: "
+_DATA = b"data:"
+
+
+def _data_line(line: bytes) -> bytes:
+    """`data:` and the line; one space more when the line itself begins with one, because an
+    SSE parser removes one space after the colon (a token such as " the" keeps its space)."""
+    return (b"data: " if line.startswith(b" ") else _DATA) + line + b"\n"
 
 
 def data_event(payload: bytes, content_type: str) -> bytes:
-    """One `data` event. Every CR, LF or CRLF in the payload starts a new `data: ` line, so
+    """One `data` event. Every CR, LF or CRLF in the payload starts a new `data:` line, so
     nothing inside a payload can end the event or forge another one."""
     if uses_base64(content_type):
         return b"event: data\n" + _DATA + base64.b64encode(payload) + b"\n\n"
     lines = _LINE_BREAK.split(payload)
-    return b"event: data\n" + b"".join(_DATA + line + b"\n" for line in lines) + b"\n"
+    return b"event: data\n" + b"".join(_data_line(line) for line in lines) + b"\n"
 
 
 def control_event(next_offset: str, cursor: str | None, up_to_date: bool, closed: bool) -> bytes:

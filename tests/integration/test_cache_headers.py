@@ -166,7 +166,7 @@ def test_a_bounded_sse_window_hands_on_a_new_cache_key(backend: Backend) -> None
             controls = [
                 json.loads(sse_value(line))
                 for line in response.text.splitlines()
-                if line.startswith("data: {")
+                if line.startswith("data:{")
             ]
             last = controls[-1]
             assert "streamClosed" not in last

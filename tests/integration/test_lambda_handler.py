@@ -54,7 +54,7 @@ def test_handler_logs_requests_and_emits_metrics(emulator: Emulator) -> None:
     # Inside Lambda, SSE is answered in bounded-window mode: a complete body, not a stream.
     sse = answers[2]
     assert sse["headers"]["content-type"] == "text/event-stream"
-    assert "data: 12345" in sse["body"] and '"upToDate":true' in sse["body"]
+    assert "data:12345" in sse["body"] and '"upToDate":true' in sse["body"]
 
     records = [json.loads(line) for line in lines if line.startswith("{")]
     requests = [r for r in records if r.get("message") == "request"]

@@ -139,8 +139,8 @@ def test_window_mode_returns_with_data_or_at_the_window_end(backend: Backend) ->
             assert (
                 catch_up.text
                 == (
-                    "event: data\ndata: AAE=\n\nevent: control\n"
-                    f'data: {{"streamNextOffset":"{tail}","streamCursor":'
+                    "event: data\ndata:AAE=\n\nevent: control\n"
+                    f'data:{{"streamNextOffset":"{tail}","streamCursor":'
                 )
                 + catch_up.text.split('"streamCursor":', 1)[1]
             )
@@ -162,4 +162,4 @@ def test_window_mode_returns_with_data_or_at_the_window_end(backend: Backend) ->
             writer.start()
             woken = client.get(URL, params={"offset": tail, "live": "sse"})
             writer.join()
-            assert "data: /w==" in woken.text and '"streamClosed":true' in woken.text
+            assert "data:/w==" in woken.text and '"streamClosed":true' in woken.text
