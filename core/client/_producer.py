@@ -7,7 +7,6 @@ requests it allows and tells it what came back.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -125,10 +124,9 @@ class IdempotentProducer:
         failed batch."""
         await self.flush()
         content_type = await self._stream_type()
+        json_stream = wire.is_json(content_type)
         body = (
-            b""
-            if final is None
-            else _join([_encode(final, wire.is_json(content_type))], content_type)
+            b"" if final is None else wire.join_bodies([_encode(final, json_stream)], json_stream)
         )
         async with self._changed:
             self._stopped = True
@@ -154,7 +152,7 @@ class IdempotentProducer:
     def _cut(self) -> None:
         if not self._pieces:
             return
-        body = _join(self._pieces, self._content_type or "")
+        body = wire.join_bodies(self._pieces, wire.is_json(self._content_type))
         self._state.enqueue(Batch(body, len(self._pieces)))
         self._pieces, self._piece_bytes, self._first_piece_at = [], 0, None
 
@@ -196,21 +194,20 @@ class IdempotentProducer:
             self._pump()
 
     async def _attempt(self, send: Send) -> Outcome:
-        headers = {
+        producer = {
             "Producer-Id": self.producer_id,
             "Producer-Epoch": str(send.epoch),
             "Producer-Seq": str(send.seq),
         }
-        if send.batch.body:
-            headers["Content-Type"] = self._content_type or ""
-        if send.batch.close:
-            headers["Stream-Closed"] = "true"
+        request = wire.append_request(
+            self._content_type or "", send.batch.body, close=send.batch.close, producer=producer
+        )
         retry = self.settings.retry
         try:
             response = await self.stream._client.post(
                 self.stream.url,
-                content=send.batch.body,
-                headers={**wire.resolve_headers(self.stream.headers), **headers},
+                content=request.content,
+                headers={**wire.resolve_headers(self.stream.headers), **request.headers},
             )
         except httpx.ConnectError as exc:
             return Outcome(Answer.UNDELIVERED, retry.delay(send.batch.attempts), reason=str(exc))
@@ -263,18 +260,12 @@ def _judge(response: httpx.Response, retry: RetryPolicy, attempt: int) -> Outcom
 
 def _encode(value: Any, json_stream: bool) -> bytes:
     if json_stream:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        return wire.encode_json(value)
     if isinstance(value, str):
         return value.encode()
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value)  # a copy: the caller may reuse its buffer
     raise TypeError(f"a {type(value).__name__} cannot be appended to a byte stream")
-
-
-def _join(pieces: list[bytes], content_type: str) -> bytes:
-    if wire.is_json(content_type):
-        return b"[" + b",".join(pieces) + b"]"
-    return b"".join(pieces)
 
 
 class SyncIdempotentProducer:

@@ -62,9 +62,19 @@ def is_json(content_type: str | None) -> bool:
     return (content_type or "").split(";")[0].strip().lower() == JSON
 
 
+def encode_json(value: Any) -> bytes:
+    """One JSON value as compact UTF-8 (a TypeError for what JSON cannot hold)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def encode_messages(values: list[Any]) -> bytes:
     """A JSON append: the values as one array (each becomes one message)."""
-    return json.dumps(values, separators=(",", ":"), ensure_ascii=False).encode()
+    return encode_json(values)
+
+
+def join_bodies(pieces: list[bytes], json_stream: bool) -> bytes:
+    """One append's body from pieces sent together: for JSON, an array of the encoded values."""
+    return b"[" + b",".join(pieces) + b"]" if json_stream else b"".join(pieces)
 
 
 def resolve_headers(source: HeaderSource) -> dict[str, str]:
@@ -102,8 +112,12 @@ def create_request(
     return Request("PUT", headers, content=body, repeatable=not body)
 
 
-def append_request(content_type: str, body: bytes, *, close: bool = False) -> Request:
-    headers = {"Content-Type": content_type}
+def append_request(
+    content_type: str, body: bytes, *, close: bool = False, producer: dict[str, str] | None = None
+) -> Request:
+    """An append (a close-only request, with no body, carries no Content-Type)."""
+    headers = {"Content-Type": content_type} if body else {}
+    headers |= producer or {}
     if close:
         headers["Stream-Closed"] = "true"
     return Request("POST", headers, content=body, repeatable=False)

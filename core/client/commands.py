@@ -27,7 +27,7 @@ from ._errors import (
 from ._offset import Offset
 from ._producer import ProducerError, SyncIdempotentProducer
 from ._sync import DurableStream
-from ._wire import Batch, is_json
+from ._wire import Batch, is_json, join_bodies
 
 URL_VARIABLE = "DSAWS_URL"
 DEFAULT_URL = "http://127.0.0.1:4437/v1/stream"
@@ -144,16 +144,7 @@ def _produce(stream: DurableStream, args: argparse.Namespace, content_type: str)
     )
     progress = _Progress()
     try:
-        for number, piece in enumerate(pieces, 1):
-            if json_stream:
-                if not piece.strip():
-                    continue
-                try:
-                    value: Any = json.loads(piece)
-                except ValueError as exc:
-                    raise ValueError(f"line {number} is not a JSON value ({exc})") from None
-            else:
-                value = piece
+        for piece, value in _messages(pieces, json_stream):
             producer.append(value)
             progress.add(len(piece))
         last = producer.close() if args.close else producer.flush()
@@ -181,12 +172,13 @@ class _Progress:
         self.bytes += size
         if time.monotonic() - self.shown_at >= 1.0:
             self.shown_at = time.monotonic()
-            print(
-                f"\rappended {self.messages} messages ({self.bytes} bytes)", end="", file=sys.stderr
-            )
+            print(self._line(), end="", file=sys.stderr)
 
     def done(self) -> None:
-        print(f"\rappended {self.messages} messages ({self.bytes} bytes)", file=sys.stderr)
+        print(self._line(), file=sys.stderr)
+
+    def _line(self) -> str:
+        return f"\rappended {self.messages} messages ({self.bytes} bytes)"
 
 
 def _stdin_lines() -> Iterator[bytes]:
@@ -199,27 +191,30 @@ def _batches(pieces: Iterable[bytes], content_type: str) -> Iterator[bytes]:
     json_stream = is_json(content_type)
     buffered: list[bytes] = []
     size = 0
-    for number, piece in enumerate(pieces, 1):
-        if json_stream:
-            text = piece.strip()
-            if not text:
-                continue
-            try:
-                json.loads(text)
-            except ValueError as exc:
-                raise ValueError(f"line {number} is not a JSON value ({exc})") from None
-            piece = text
+    for piece, _ in _messages(pieces, json_stream):
         if buffered and size + len(piece) > BATCH_BYTES:
-            yield _join(buffered, json_stream)
+            yield join_bodies(buffered, json_stream)
             buffered, size = [], 0
         buffered.append(piece)
         size += len(piece) + 1
     if buffered:
-        yield _join(buffered, json_stream)
+        yield join_bodies(buffered, json_stream)
 
 
-def _join(pieces: list[bytes], json_stream: bool) -> bytes:
-    return b"[" + b",".join(pieces) + b"]" if json_stream else b"".join(pieces)
+def _messages(pieces: Iterable[bytes], json_stream: bool) -> Iterator[tuple[bytes, Any]]:
+    """Each piece of input with the value to append for it. JSON input is one value per line,
+    each checked as it is read (blank lines skipped); anything else goes as it comes."""
+    for number, piece in enumerate(pieces, 1):
+        if not json_stream:
+            yield piece, piece
+            continue
+        text = piece.strip()
+        if not text:
+            continue
+        try:
+            yield text, json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"line {number} is not a JSON value ({exc})") from None
 
 
 def _read(stream: DurableStream, args: argparse.Namespace, _: str) -> int:

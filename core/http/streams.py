@@ -159,8 +159,7 @@ class StreamEndpoints:
         except ValueError as exc:
             raise bad_request("Stream-Forked-From must be the source stream's path") from exc
         if parts.scheme or parts.netloc:
-            forwarded = request.headers.get("x-forwarded-host", "").split(",")[0].strip()
-            hosts = {request.headers.get("host", "").lower(), forwarded.lower()}
+            hosts = {request.headers.get("host", "").lower(), _forwarded_host(request).lower()}
             same_host = parts.netloc.lower() in hosts - {""}
             if parts.scheme not in {"http", "https"} or not same_host:
                 raise bad_request(
@@ -173,8 +172,7 @@ class StreamEndpoints:
     def _location(self, request: Request, path: str) -> str:
         """The new stream's URL: percent-encoded, on the host the client named (the CDN's, when
         the request came through one: it passes the viewer's Host as X-Forwarded-Host)."""
-        forwarded = request.headers.get("x-forwarded-host", "").split(",")[0].strip()
-        host = forwarded or request.headers.get("host")
+        host = _forwarded_host(request) or request.headers.get("host")
         if host is None and request.scope.get("server"):
             host = "{}:{}".format(*request.scope["server"])  # an HTTP/1.0 request
         if host is None or not _HOST.fullmatch(host):
@@ -407,6 +405,12 @@ class StreamEndpoints:
 
 def _header(request: Request, name: str) -> str | None:
     return single_value(name, request.headers.getlist(name))
+
+
+def _forwarded_host(request: Request) -> str:
+    """The host the client named, as a CDN passes it on (the nearest proxy's, when several
+    appended theirs); "" when there is none."""
+    return request.headers.get("x-forwarded-host", "").split(",")[0].strip()
 
 
 def _content_type(request: Request) -> str | None:
