@@ -53,7 +53,11 @@ def _serve(args: argparse.Namespace) -> int:
 
             # The local CDN listens on loopback only, whatever --host says.
             origin_host = "127.0.0.1" if args.host in {"0.0.0.0", "::", ""} else args.host
-            cdn = LocalCdn(args.cdn_port, args.port, origin_host=origin_host).start()
+            try:
+                cdn = LocalCdn(args.cdn_port, args.port, origin_host=origin_host).start()
+            except RuntimeError as exc:  # the port is taken, or nginx refused to start
+                print(f"dsaws: the local CDN could not start: {exc}", file=sys.stderr)
+                return 3
             print(
                 f"dsaws: local CDN (nginx) at {cdn.base_url}{settings.base_path}/",
                 flush=True,
@@ -112,13 +116,19 @@ def _settings(args: argparse.Namespace, **extra: object) -> Settings:
 _ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_DYNAMODB")
 
 
+def _port(value: str) -> int:
+    if not value.isdigit() or not 1 <= int(value) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port (1 to 65535): {value!r}")
+    return int(value)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dsaws", description="Durable Streams on AWS")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the protocol server")
     serve.add_argument("--host", default=DEFAULT_HOST)
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT)
+    serve.add_argument("--port", type=_port, default=DEFAULT_PORT)
     serve.add_argument(
         "--long-poll-timeout",
         type=float,
@@ -135,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="warning")
     serve.add_argument(
         "--cdn-port",
-        type=int,
+        type=_port,
         default=None,
         help="also start nginx on this port as a local CDN in front of the server, "
         "configured like the CloudFront distribution",

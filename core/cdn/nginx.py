@@ -24,8 +24,9 @@ from pathlib import Path
 
 from .policy import CdnPolicy
 
-# What CloudFront compresses among the types streams use (it also needs 1,000 bytes or more).
-COMPRESSED_TYPES = ("text/plain", "text/css", "text/html", "application/json", "application/xml")
+# What CloudFront compresses among the types streams use (it also needs 1,000 bytes or more);
+# nginx always compresses text/html, and warns when it is listed.
+COMPRESSED_TYPES = ("text/plain", "text/css", "application/json", "application/xml")
 COMPRESS_MIN_BYTES = 1000
 
 

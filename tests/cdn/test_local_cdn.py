@@ -7,11 +7,12 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from support import ServerProcess
+from support import ServerProcess, free_port
 
 from core import cli
 from core.cdn import LocalCdn, install_nginx, unpack_nginx_package
@@ -75,3 +76,38 @@ def test_a_port_another_program_holds_is_not_taken_for_nginx() -> None:
         port = squatter.getsockname()[1]
         with pytest.raises(RuntimeError, match="nginx did not"):
             LocalCdn(port, 1).start(timeout=8)
+
+
+@pytest.mark.parametrize("port", ["0", "65536", "99999", "http"])
+def test_a_port_that_cannot_be_one_is_a_usage_error(
+    port: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as usage:
+        cli.main(["serve", "--cdn-port", port])
+    assert usage.value.code == 2
+    assert "not a TCP port" in capsys.readouterr().err
+
+
+def test_a_taken_cdn_port_stops_the_server_with_a_clear_message() -> None:
+    install_nginx()
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = str(squatter.getsockname()[1])
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "core.cli",
+                "serve",
+                "--port",
+                str(free_port()),
+                "--cdn-port",
+                port,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert run.returncode == 3
+    assert "the local CDN could not start" in run.stderr and "Traceback" not in run.stderr
