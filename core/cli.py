@@ -116,10 +116,15 @@ def _settings(args: argparse.Namespace, **extra: object) -> Settings:
 _ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_DYNAMODB")
 
 
-def _port(value: str) -> int:
-    if not value.isdigit() or not 1 <= int(value) <= 65535:
-        raise argparse.ArgumentTypeError(f"not a TCP port (1 to 65535): {value!r}")
+def _port(value: str, lowest: int = 1) -> int:
+    if not value.isdigit() or not lowest <= int(value) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port ({lowest} to 65535): {value!r}")
     return int(value)
+
+
+def _server_port(value: str) -> int:
+    """The server's port; 0 lets the system choose one."""
+    return _port(value, lowest=0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run the protocol server")
     serve.add_argument("--host", default=DEFAULT_HOST)
-    serve.add_argument("--port", type=_port, default=DEFAULT_PORT)
+    serve.add_argument("--port", type=_server_port, default=DEFAULT_PORT)
     serve.add_argument(
         "--long-poll-timeout",
         type=float,

@@ -111,3 +111,13 @@ def test_a_taken_cdn_port_stops_the_server_with_a_clear_message() -> None:
         )
     assert run.returncode == 3
     assert "the local CDN could not start" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("port", ["-1", "65536", "http"])
+def test_a_server_port_that_cannot_be_one_is_a_usage_error(
+    port: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as usage:
+        cli.main(["serve", "--port", port])
+    assert usage.value.code == 2
+    assert "not a TCP port (0 to 65535)" in capsys.readouterr().err
