@@ -20,7 +20,7 @@ from ._producer import (
 )
 from ._retry import RetryPolicy
 from ._sync import DurableStream
-from ._wire import Batch, StreamInfo
+from ._wire import Batch, Live, StreamInfo
 
 __all__ = [
     "AsyncDurableStream",
@@ -29,6 +29,7 @@ __all__ = [
     "DurableStream",
     "DurableStreamError",
     "IdempotentProducer",
+    "Live",
     "Offset",
     "OutcomeUnknown",
     "ProducerError",

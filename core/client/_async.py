@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,6 +13,7 @@ import httpx
 from . import _wire as wire
 from ._attempts import after_answer, after_failure
 from ._base import DEFAULT_TIMEOUT, StreamBase
+from ._live import SILENT_END, SseHealth, live_transport
 from ._offset import Offset
 from ._sse import SseSession
 from ._sync import _body
@@ -87,29 +89,60 @@ class AsyncDurableStream(StreamBase):
         self, offset: Offset = Offset.BEGINNING, *, live: Live = None
     ) -> AsyncIterator[Batch]:
         """As `DurableStream.read`."""
+        wire.check_live(live)
         if live == "sse":
-            async for batch in self._read_sse(offset):
-                yield batch
-            return
-        session = wire.ReadSession(offset, live)
+            batches = self._read_sse(SseSession(offset))
+        elif live == "auto":
+            batches = self._read_auto(offset)
+        else:
+            batches = self._read_plain(wire.ReadSession(offset, live))
+        async for batch in batches:
+            yield batch
+
+    async def _read_plain(self, session: wire.ReadSession) -> AsyncIterator[Batch]:
         while not session.finished:
             batch = session.accept(await self._send(session.request(), check=False))
             if batch is not None:
                 yield batch
 
-    async def _read_sse(self, offset: Offset) -> AsyncIterator[Batch]:
-        content_type = self.content_type or (await self.head()).content_type
-        session = SseSession(offset)
+    async def _read_auto(self, offset: Offset) -> AsyncIterator[Batch]:
+        catch_up = wire.ReadSession(offset, None)
+        async for batch in self._read_plain(catch_up):
+            yield batch
+        if catch_up.closed:
+            return
+        if live_transport(catch_up.content_type) == "sse":
+            sse = SseSession(catch_up.offset, catch_up.cursor)
+            sse.content_type = catch_up.content_type
+            async for batch in self._read_sse(sse, fallback=True):
+                yield batch
+            if sse.finished:
+                return
+            catch_up = wire.ReadSession(sse.offset, None, sse.cursor)
+        catch_up.follow()
+        async for batch in self._read_plain(catch_up):
+            yield batch
+
+    async def _read_sse(self, session: SseSession, fallback: bool = False) -> AsyncIterator[Batch]:
+        """As `DurableStream._read_sse`."""
+        health = SseHealth()
+        content_type = session.content_type or self.content_type
+        if content_type is None:
+            content_type = (await self.head()).content_type
         failures = 0
         while not session.finished:
             request = session.request()
             headers = wire.resolve_headers(self.headers)
+            started, controls = time.monotonic(), session.controls
+            lost: httpx.TransportError = SILENT_END
             try:
                 async with self._client.stream(
                     "GET", self.url, params=request.params, headers=headers
                 ) as response:
                     if response.status_code >= 400:
                         await response.aread()
+                        if fallback and health.refused(response.status_code):
+                            return
                         failures += 1
                         step = after_answer(self.retry, request, failures, response)
                         if step.accept:
@@ -122,14 +155,20 @@ class AsyncDurableStream(StreamBase):
                     session.connected(content_type, encoding)
                     async for chunk in response.aiter_bytes():
                         for batch in session.feed(chunk):
-                            failures = 0
                             yield batch
             except httpx.TransportError as failure:
-                failures += 1
-                step = after_failure(self.retry, request, failures, failure)
-                if step.error is not None:
-                    raise step.error from failure
-                await asyncio.sleep(step.pause or 0.0)
+                lost = failure
+            told = session.controls > controls
+            if health.connection_ended(time.monotonic() - started, told):
+                failures = 0
+                continue
+            if fallback and health.given_up:
+                return
+            failures += 1
+            step = after_failure(self.retry, request, failures, lost)
+            if step.error is not None:
+                raise step.error from lost
+            await asyncio.sleep(step.pause or 0.0)
 
     # ---------------------------------------------------------------- plumbing
 

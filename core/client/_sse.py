@@ -71,10 +71,11 @@ class SseSession:
     """Where an SSE reader stands: the offset and cursor to reconnect with, the data received
     since the last control event, and whether the stream's end has been handed over."""
 
-    def __init__(self, start: Offset) -> None:
+    def __init__(self, start: Offset, cursor: str | None = None) -> None:
         self.offset = start
-        self.cursor: str | None = None
+        self.cursor = cursor
         self.finished = False
+        self.controls = 0  # control events received, over every connection
         self.content_type: str | None = None
         self.base64 = False
         self._pending: list[bytes] = []
@@ -111,6 +112,7 @@ class SseSession:
             self._messages.extend(json.loads(payload))
 
     def _control(self, control: dict[str, object]) -> Batch | None:
+        self.controls += 1
         start = self.offset
         self.offset = Offset(str(control["streamNextOffset"]))
         cursor = control.get("streamCursor")

@@ -11,6 +11,7 @@ import httpx
 from . import _wire as wire
 from ._attempts import after_answer, after_failure
 from ._base import DEFAULT_TIMEOUT, StreamBase
+from ._live import SILENT_END, SseHealth, live_transport
 from ._offset import Offset
 from ._sse import SseSession
 from ._wire import Batch, Live, Request, StreamInfo
@@ -76,32 +77,60 @@ class DurableStream(StreamBase):
     # ---------------------------------------------------------------- reads
 
     def read(self, offset: Offset = Offset.BEGINNING, *, live: Live = None) -> Iterator[Batch]:
-        """Batches from `offset`. Without `live`, up to the tail; with `live="long-poll"` or
-        `live="sse"`, for ever, until the stream is closed (a dropped SSE connection is
-        reconnected from the last offset). Every way, the iteration ends right after the batch
-        whose `closed` is true, and never before the end of a closed stream."""
+        """Batches from `offset`. Without `live`, up to the tail; with `live="long-poll"`,
+        `"sse"` or `"auto"` (catch up, then follow by whichever suits the stream), for ever,
+        until the stream is closed (a dropped SSE connection is reconnected from the last
+        offset). Every way, the iteration ends right after the batch whose `closed` is true,
+        and never before the end of a closed stream."""
+        wire.check_live(live)
         if live == "sse":
-            yield from self._read_sse(offset)
-            return
-        session = wire.ReadSession(offset, live)
+            yield from self._read_sse(SseSession(offset))
+        elif live == "auto":
+            yield from self._read_auto(offset)
+        else:
+            yield from self._read_plain(wire.ReadSession(offset, live))
+
+    def _read_plain(self, session: wire.ReadSession) -> Iterator[Batch]:
         while not session.finished:
             batch = session.accept(self._send(session.request(), check=False))
             if batch is not None:
                 yield batch
 
-    def _read_sse(self, offset: Offset) -> Iterator[Batch]:
-        content_type = self.content_type or self.head().content_type
-        session = SseSession(offset)
+    def _read_auto(self, offset: Offset) -> Iterator[Batch]:
+        catch_up = wire.ReadSession(offset, None)
+        yield from self._read_plain(catch_up)
+        if catch_up.closed:
+            return
+        if live_transport(catch_up.content_type) == "sse":
+            sse = SseSession(catch_up.offset, catch_up.cursor)
+            sse.content_type = catch_up.content_type
+            yield from self._read_sse(sse, fallback=True)
+            if sse.finished:
+                return
+            catch_up = wire.ReadSession(sse.offset, None, sse.cursor)
+        catch_up.follow()
+        yield from self._read_plain(catch_up)
+
+    def _read_sse(self, session: SseSession, fallback: bool = False) -> Iterator[Batch]:
+        """Follow by SSE until the stream's end. Connections that end quickly without an event
+        count as failures; with `fallback`, return early (unfinished) when SSE is refused or
+        keeps failing that way, for the caller to go on another way."""
+        health = SseHealth()
+        content_type = session.content_type or self.content_type or self.head().content_type
         failures = 0
         while not session.finished:
             request = session.request()
             headers = wire.resolve_headers(self.headers)
+            started, controls = time.monotonic(), session.controls
+            lost: httpx.TransportError = SILENT_END
             try:
                 with self._client.stream(
                     "GET", self.url, params=request.params, headers=headers
                 ) as response:
                     if response.status_code >= 400:
                         response.read()
+                        if fallback and health.refused(response.status_code):
+                            return
                         failures += 1
                         step = after_answer(self.retry, request, failures, response)
                         if step.accept:
@@ -113,15 +142,20 @@ class DurableStream(StreamBase):
                     encoding = response.headers.get("Stream-SSE-Data-Encoding")
                     session.connected(content_type, encoding)
                     for chunk in response.iter_bytes():
-                        for batch in session.feed(chunk):
-                            failures = 0
-                            yield batch
+                        yield from session.feed(chunk)
             except httpx.TransportError as failure:
-                failures += 1
-                step = after_failure(self.retry, request, failures, failure)
-                if step.error is not None:
-                    raise step.error from failure
-                time.sleep(step.pause or 0.0)
+                lost = failure
+            told = session.controls > controls
+            if health.connection_ended(time.monotonic() - started, told):
+                failures = 0
+                continue
+            if fallback and health.given_up:
+                return
+            failures += 1
+            step = after_failure(self.retry, request, failures, lost)
+            if step.error is not None:
+                raise step.error from lost
+            time.sleep(step.pause or 0.0)
 
     # ---------------------------------------------------------------- plumbing
 

@@ -22,7 +22,7 @@ from ._errors import (
 from ._offset import Offset
 
 JSON = "application/json"
-Live = Literal["long-poll", "sse"] | None
+Live = Literal["long-poll", "sse", "auto"] | None
 HeaderSource = Mapping[str, str] | Callable[[], Mapping[str, str]] | None
 
 
@@ -75,6 +75,11 @@ def encode_messages(values: list[Any]) -> bytes:
 def join_bodies(pieces: list[bytes], json_stream: bool) -> bytes:
     """One append's body from pieces sent together: for JSON, an array of the encoded values."""
     return b"[" + b",".join(pieces) + b"]" if json_stream else b"".join(pieces)
+
+
+def check_live(live: object) -> None:
+    if live not in (None, "long-poll", "sse", "auto"):
+        raise ValueError(f"live must be None, 'long-poll', 'sse' or 'auto', not {live!r}")
 
 
 def resolve_headers(source: HeaderSource) -> dict[str, str]:
@@ -191,12 +196,20 @@ class ReadSession:
     """Where a reader stands and what to ask next: the offset, the cursor to echo, and whether
     the read is over (the end of a closed stream, or caught up for a catch-up read)."""
 
-    def __init__(self, start: Offset, live: Live) -> None:
+    def __init__(
+        self, start: Offset, live: Literal["long-poll"] | None, cursor: str | None = None
+    ) -> None:
         self.offset = start
         self.live = live
-        self.cursor: str | None = None
+        self.cursor = cursor
         self.content_type: str | None = None
         self.finished = False
+        self.closed = False
+
+    def follow(self) -> None:
+        """Go on from where a catch-up read stopped, by long-poll (unless the stream ended)."""
+        self.live = "long-poll"
+        self.finished = self.closed
 
     def request(self) -> Request:
         return read_request(self.offset, self.live, self.cursor)
@@ -209,6 +222,7 @@ class ReadSession:
         self.cursor = response.headers.get("Stream-Cursor", self.cursor)
         closed = response.headers.get("Stream-Closed", "").lower() == "true"
         up_to_date = closed or response.headers.get("Stream-Up-To-Date", "").lower() == "true"
+        self.closed = closed
         if closed or (self.live is None and up_to_date):
             self.finished = True
         if response.status_code == 204:

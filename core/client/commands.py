@@ -89,6 +89,12 @@ def add_commands(commands: Any) -> None:
         reader = command(name, help_text)
         reader.add_argument("--from", dest="start", default="-1", help="offset to start at")
         reader.add_argument("--pretty", action="store_true", help="indent JSON messages")
+    reader.add_argument(
+        "--live",
+        choices=["auto", "sse", "long-poll"],
+        default="auto",
+        help="how to follow once caught up (default: auto, SSE where it keeps every byte)",
+    )
 
     command("head", "print the stream's metadata as JSON")
     command("close", "close the stream")
@@ -218,7 +224,7 @@ def _messages(pieces: Iterable[bytes], json_stream: bool) -> Iterator[tuple[byte
 
 
 def _read(stream: DurableStream, args: argparse.Namespace, _: str) -> int:
-    live = "long-poll" if args.command == "tail" else None
+    live = args.live if args.command == "tail" else None
     last: Batch | None = None
     try:
         for batch in stream.read(Offset(args.start), live=live):

@@ -14,6 +14,7 @@ from core.client import (
     AsyncDurableStream,
     Batch,
     DurableStream,
+    Live,
     Offset,
     StreamClosed,
     StreamConflict,
@@ -131,14 +132,15 @@ def test_the_producer_from_synchronous_code(base: str) -> None:
         assert stream.head().closed and stream.head().next_offset == final
 
 
+@pytest.mark.parametrize("live", ["sse", "auto"])
 @pytest.mark.parametrize("content_type", ["text/plain", "application/json", "application/x-bin"])
-def test_sse_reads_follow_until_the_close(base: str, content_type: str) -> None:
-    name = f"{base}/sse-{content_type.replace('/', '-')}"
+def test_live_reads_follow_until_the_close(base: str, content_type: str, live: Live) -> None:
+    name = f"{base}/{live}-{content_type.replace('/', '-')}"
     payloads: list[bytes | str | list[object]]
     if content_type == "application/json":
         payloads = [[{"n": 1}], [{"n": 2}, "three"]]
     elif content_type == "text/plain":
-        payloads = ["line one\nline two", " and more"]
+        payloads = ["line one\r\nline two", " and more\r"]
     else:
         payloads = [bytes(range(256)), b"\x00\r\n\xff"]
     with DurableStream(name) as writer:
@@ -148,7 +150,7 @@ def test_sse_reads_follow_until_the_close(base: str, content_type: str) -> None:
 
         def follow() -> None:
             with DurableStream(name) as reader:
-                got.extend(reader.read(live="sse"))
+                got.extend(reader.read(live=live))
 
         thread = threading.Thread(target=follow)
         thread.start()
@@ -161,7 +163,9 @@ def test_sse_reads_follow_until_the_close(base: str, content_type: str) -> None:
     assert got[-1].closed and not any(b.closed for b in got[:-1])
     if content_type == "application/json":
         assert [m for b in got for m in b.messages or []] == [{"n": 1}, {"n": 2}, "three"]
-    elif content_type == "text/plain":
-        assert b"".join(b.data for b in got) == b"line one\nline two and more"
+    elif content_type == "text/plain" and live == "sse":  # SSE lines carry no CR
+        assert b"".join(b.data for b in got) == b"line one\nline two and more\n"
+    elif content_type == "text/plain":  # auto follows text by long-poll: every byte kept
+        assert b"".join(b.data for b in got) == b"line one\r\nline two and more\r"
     else:
         assert b"".join(b.data for b in got) == bytes(range(256)) + b"\x00\r\n\xff"

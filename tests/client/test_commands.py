@@ -64,6 +64,26 @@ def test_text_tail_ends_at_the_close(url: str) -> None:
     assert b"closed: the stream is complete" in tail.stderr
 
 
+@pytest.mark.parametrize("live", ["auto", "sse", "long-poll"])
+def test_tail_follows_a_json_stream_until_it_closes(url: str, live: str) -> None:
+    name = f"followed-{live}"
+    dsaws(url, "create", name, "--content-type", "application/json")
+    dsaws(url, "append", name, '{"n": 1}')
+    env = {**os.environ, "DSAWS_URL": url}
+    command = [sys.executable, "-m", "core.cli", "tail", name, "--live", live]
+    with subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as tail:
+        assert tail.stdout is not None
+        assert json.loads(tail.stdout.readline()) == {"n": 1}  # caught up, now following
+        dsaws(url, "append", name, '{"n": 2}')
+        assert json.loads(tail.stdout.readline()) == {"n": 2}
+        dsaws(url, "close", name)
+        out, err = tail.communicate(timeout=30)
+    assert tail.returncode == 0 and out == b""
+    assert b"closed: the stream is complete" in err
+
+
 def test_fork_and_delete(url: str) -> None:
     dsaws(url, "create", "trunk", "--content-type", "text/plain")
     dsaws(url, "append", "trunk", "abc")

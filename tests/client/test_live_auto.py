@@ -1,0 +1,224 @@
+"""`live="auto"`: catch up, then follow by SSE where SSE keeps every byte, by long-poll
+otherwise, and by long-poll from where SSE stopped when SSE proves unusable (refused, or cut
+short again and again). Giving SSE up must never end the read: only the stream's close does."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from core.client import (
+    AsyncDurableStream,
+    Batch,
+    DurableStream,
+    Offset,
+    RetryPolicy,
+    Unavailable,
+)
+from core.client._live import SSE_REFUSALS, SseHealth, live_transport
+
+URL = "http://server.test/v1/stream/s"
+FAST = RetryPolicy(max_attempts=4, base_delay=0.0, max_delay=0.01)
+
+
+def offset(position: int) -> str:
+    return f"{0:016d}_{position:016d}"
+
+
+# ---------------------------------------------------------------- pure decisions
+
+
+@pytest.mark.parametrize(
+    ("content_type", "transport"),
+    [
+        ("application/json", "sse"),
+        ("application/json; charset=utf-8", "sse"),
+        ("APPLICATION/JSON", "sse"),
+        ("application/octet-stream", "sse"),
+        ("image/png", "sse"),
+        ("text/plain", "long-poll"),
+        ("text/csv; charset=utf-8", "long-poll"),
+        ("Text/Markdown", "long-poll"),
+        ("", "sse"),
+        (None, "sse"),
+    ],
+)
+def test_sse_only_where_it_carries_the_bytes_exactly(
+    content_type: str | None, transport: str
+) -> None:
+    assert live_transport(content_type) == transport
+
+
+def test_short_silent_connections_in_a_row_give_sse_up() -> None:
+    health = SseHealth(max_short=3, min_seconds=1.0)
+    assert not health.connection_ended(0.1, told_something=False) and not health.given_up
+    assert not health.connection_ended(0.1, told_something=False) and not health.given_up
+    assert not health.connection_ended(0.1, told_something=False) and health.given_up
+
+
+@pytest.mark.parametrize("healthy", [(0.1, True), (5.0, False), (5.0, True)])
+def test_a_connection_that_told_something_or_lasted_resets_the_count(
+    healthy: tuple[float, bool],
+) -> None:
+    health = SseHealth(max_short=3, min_seconds=1.0)
+    for _ in range(10):
+        assert not health.connection_ended(0.1, told_something=False)
+        assert not health.connection_ended(0.1, told_something=False)
+        assert health.connection_ended(*healthy) and not health.given_up
+
+
+@pytest.mark.parametrize("status", range(400, 600))
+def test_only_answers_that_mean_no_sse_here_are_refusals(status: int) -> None:
+    assert SseHealth().refused(status) == (status in {400, 405, 406, 415, 501})
+    assert set(range(400, 600)) >= SSE_REFUSALS
+
+
+# ---------------------------------------------------------------- a scripted server
+
+
+class FakeJsonStream:
+    """A JSON stream that already holds `held` messages; each live request (long-poll, or an
+    SSE connection that works) sees the next of `arriving`, and once they are all out, the
+    close. `sse` says what SSE requests get: "works", "refused" (405), or "cut" (an event
+    stream that ends at once without an event)."""
+
+    def __init__(self, held: list[object], arriving: list[object], sse: str) -> None:
+        self.messages = list(held)
+        self.arriving = list(arriving)
+        self.closed = False
+        self.sse = sse
+        self.seen: list[dict[str, str]] = []
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        params = dict(request.url.params)
+        self.seen.append(params)
+        if request.method == "HEAD":
+            return httpx.Response(200, headers=self._headers(len(self.messages)))
+        start = int(params["offset"].split("_")[1]) if params["offset"] != "-1" else 0
+        live = params.get("live")
+        if live == "sse":
+            return self._sse(start)
+        if live == "long-poll" and start == len(self.messages):
+            self._arrive()
+        body = json.dumps(self.messages[start:]).encode()
+        status = 204 if live and start == len(self.messages) else 200
+        headers = self._headers(len(self.messages)) | {"Stream-Up-To-Date": "true"}
+        return httpx.Response(status, content=b"" if status == 204 else body, headers=headers)
+
+    def _arrive(self) -> None:
+        if self.arriving:
+            self.messages.append(self.arriving.pop(0))
+        else:
+            self.closed = True
+
+    def _headers(self, position: int) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Stream-Next-Offset": offset(position)}
+        if self.closed:
+            headers["Stream-Closed"] = "true"
+        else:
+            headers["Stream-Cursor"] = str(1000 + position)
+        return headers
+
+    def _sse(self, start: int) -> httpx.Response:
+        if self.sse == "refused":
+            return httpx.Response(405, text="no SSE here")
+        events = b""
+        if self.sse == "works":
+            if start == len(self.messages):
+                self._arrive()
+            if start < len(self.messages):
+                data = json.dumps(self.messages[start:])
+                events += f"event: data\ndata:{data}\n\n".encode()
+            control: dict[str, object] = {
+                "streamNextOffset": offset(len(self.messages)),
+                "upToDate": True,
+            }
+            if self.closed:
+                control["streamClosed"] = True
+            else:
+                control["streamCursor"] = str(2000 + len(self.messages))
+            events += f"event: control\ndata:{json.dumps(control)}\n\n".encode()
+        return httpx.Response(200, content=events, headers={"Content-Type": "text/event-stream"})
+
+
+def read_sync(fake: FakeJsonStream, start: Offset) -> list[Batch]:
+    client = httpx.Client(transport=httpx.MockTransport(fake.handle))
+    with DurableStream(URL, client=client, retry=FAST) as stream:
+        return list(stream.read(start, live="auto"))
+
+
+def read_async(fake: FakeJsonStream, start: Offset) -> list[Batch]:
+    async def scenario() -> list[Batch]:
+        client = httpx.AsyncClient(transport=httpx.MockTransport(fake.handle))
+        stream = AsyncDurableStream(URL, client=client, retry=FAST)
+        return [batch async for batch in stream.read(start, live="auto")]
+
+    return asyncio.run(scenario())
+
+
+READERS: list[Callable[[FakeJsonStream, Offset], list[Batch]]] = [read_sync, read_async]
+
+
+def messages(batches: list[Batch]) -> list[object]:
+    return [m for batch in batches for m in batch.messages or []]
+
+
+def live_modes(fake: FakeJsonStream) -> list[str | None]:
+    return [params.get("live") for params in fake.seen if "offset" in params]
+
+
+@pytest.mark.parametrize("read", READERS)
+def test_catches_up_then_follows_by_sse_to_the_close(read: Callable) -> None:
+    fake = FakeJsonStream(["a", "b"], ["c", "d"], sse="works")
+    batches = read(fake, Offset.BEGINNING)
+    assert messages(batches) == ["a", "b", "c", "d"]
+    assert batches[-1].closed and not any(b.closed for b in batches[:-1])
+    modes = live_modes(fake)
+    assert modes[0] is None and set(modes[1:]) == {"sse"}
+    # the catch-up's cursor goes with the first SSE request, each control's with the next
+    assert [params.get("cursor") for params in fake.seen[1:]] == ["1002", "2003", "2004"]
+
+
+@pytest.mark.parametrize("read", READERS)
+@pytest.mark.parametrize("sse", ["refused", "cut"])
+def test_sse_given_up_goes_on_by_long_poll_to_the_close(read: Callable, sse: str) -> None:
+    fake = FakeJsonStream(["a"], ["b", "c", "d"], sse=sse)
+    batches = read(fake, Offset.BEGINNING)
+    assert messages(batches) == ["a", "b", "c", "d"]
+    assert batches[-1].closed and not any(b.closed for b in batches[:-1])
+    modes = live_modes(fake)
+    expected_sse = 1 if sse == "refused" else SseHealth().max_short
+    assert modes.count("sse") == expected_sse
+    assert modes[-1] == "long-poll" and "long-poll" not in modes[: 1 + expected_sse]
+
+
+@pytest.mark.parametrize("read", READERS)
+def test_a_closed_stream_ends_after_the_catch_up(read: Callable) -> None:
+    fake = FakeJsonStream(["a"], [], sse="works")
+    fake.closed = True
+    batches = read(fake, Offset.BEGINNING)
+    assert messages(batches) == ["a"] and batches[-1].closed
+    assert live_modes(fake) == [None]
+
+
+def test_a_live_mode_that_does_not_exist_is_refused() -> None:
+    fake = FakeJsonStream([], [], sse="works")
+    client = httpx.Client(transport=httpx.MockTransport(fake.handle))
+    with pytest.raises(ValueError, match="live must be"):
+        next(iter(DurableStream(URL, client=client).read(live="websocket")))  # type: ignore[arg-type]
+    assert fake.seen == []
+
+
+def test_an_explicit_sse_read_cut_short_again_and_again_fails_within_the_bound() -> None:
+    """Without `auto` there is nothing to fall back to: silent connections count as failures,
+    with backoff, up to the retry bound (and a clear error), instead of spinning for ever."""
+    fake = FakeJsonStream(["a"], ["b"], sse="cut")
+    client = httpx.Client(transport=httpx.MockTransport(fake.handle))
+    stream = DurableStream(URL, client=client, retry=FAST)
+    with pytest.raises(Unavailable, match="ended without an event"):
+        list(stream.read(Offset.BEGINNING, live="sse"))
+    assert live_modes(fake) == ["sse"] * FAST.max_attempts
