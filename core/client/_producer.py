@@ -84,12 +84,15 @@ class IdempotentProducer:
 
     async def append(self, value: Any) -> None:
         """Queue one message: bytes or text, or any JSON value for a JSON stream (refused here
-        if it is not JSON). Waits while too much is buffered."""
+        if it is not JSON). Empty bytes or text add nothing to a byte stream and are not sent.
+        Waits while too much is buffered."""
         content_type = await self._stream_type()
         piece = _encode(value, wire.is_json(content_type))
         async with self._changed:
             if self._stopped:
                 raise DurableStreamError("the producer has been closed or detached")
+            if not piece:
+                return
             await self._changed.wait_for(
                 lambda: (
                     self._buffered() + len(piece) <= self.settings.max_buffered_bytes

@@ -150,6 +150,26 @@ def test_appended_buffers_are_copied(backend: Backend) -> None:
     asyncio.run(scenario())
 
 
+def test_empty_bytes_add_nothing_and_are_not_sent(backend: Backend) -> None:
+    """The server refuses an empty append; an empty message of a byte stream carries nothing,
+    so the producer drops it rather than fail a batch (or the whole run) over it."""
+
+    async def scenario() -> None:
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=backend.app()))
+        stream = AsyncDurableStream("http://testserver/v1/stream/empty", client=client)
+        await stream.create("text/plain")
+        producer = IdempotentProducer(stream, "w")
+        await producer.append(b"")
+        assert await producer.flush() is None  # nothing was sent
+        for piece in ("", "a", b"", "b", ""):
+            await producer.append(piece)
+        await producer.close("")
+        assert b"".join([b.data async for b in stream.read()]) == b"ab"
+        assert (await stream.head()).closed
+
+    asyncio.run(scenario())
+
+
 def test_a_producer_reusing_an_epoch_is_told_and_not_taken_for_a_duplicate(
     backend: Backend,
 ) -> None:

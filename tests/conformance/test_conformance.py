@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,6 +11,7 @@ from report import summarize
 from support import ServerProcess
 
 from core.cdn import install_nginx
+from interop import CACHE, NodeMissing, install_node_project
 
 HERE = Path(__file__).resolve().parent
 CORE_TESTS = 211  # every active test that involves neither SSE nor forks
@@ -21,27 +20,12 @@ ALL_ACTIVE_TESTS = 332  # 338 in 0.3.6, less the 6 opt-in subscription tests
 pytestmark = pytest.mark.conformance
 
 
-# The suite is installed outside the source tree, so node_modules never ends up in a Lambda
-# package built from this directory.
-WORK = Path.home() / ".cache" / "durable-streams-aws" / "conformance"
-_FILES = ("package.json", "package-lock.json", "vitest.config.mjs", "conformance.test.mjs")
-
-
 def _install_suite() -> Path:
-    """Install the pinned suite from package-lock.json (again only when the lock changes)."""
-    WORK.mkdir(parents=True, exist_ok=True)
-    for name in _FILES:
-        shutil.copyfile(HERE / name, WORK / name)
-    lock = hashlib.sha256((HERE / "package-lock.json").read_bytes()).hexdigest()
-    stamp = WORK / "node_modules" / ".installed-from"
-    if stamp.exists() and stamp.read_text() == lock:
-        return WORK
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.fail("npm is needed for the conformance suite (Node 20)")
-    subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=WORK, check=True)
-    stamp.write_text(lock)
-    return WORK
+    """The pinned suite, installed from package-lock.json (again only when the lock changes)."""
+    try:
+        return install_node_project(HERE / "npm", CACHE / "conformance")
+    except NodeMissing as missing:
+        pytest.fail(f"the conformance suite needs Node 20: {missing}")
 
 
 def run_suite(base_url: str, report: Path) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,62 @@
+"""The upstream Durable Streams clients, driven from Python: the interoperability tests and the
+side-by-side benchmarks use them against our server.
+
+The TypeScript client runs in Node through `node/ts_client.mjs`, a small command line over it.
+Node projects are installed outside the source tree (so `node_modules` never ends up in a Lambda
+package built from it), and again only when their lock file changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+CACHE = Path.home() / ".cache" / "durable-streams-aws"
+
+
+class NodeMissing(RuntimeError):
+    """npm or node is not installed (the project needs Node 20)."""
+
+
+def install_node_project(source: Path, work: Path) -> Path:
+    """Copy the npm project at `source` (its files, not node_modules) to `work` and install it
+    there from its package-lock.json with `npm ci`; returns `work`."""
+    work.mkdir(parents=True, exist_ok=True)
+    for path in source.iterdir():
+        if path.is_file():
+            shutil.copyfile(path, work / path.name)
+    lock = hashlib.sha256((source / "package-lock.json").read_bytes()).hexdigest()
+    stamp = work / "node_modules" / ".installed-from"
+    if stamp.exists() and stamp.read_text() == lock:
+        return work
+    npm = shutil.which("npm")
+    if npm is None:
+        raise NodeMissing("npm is needed (Node 20): install Node.js")
+    subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=work, check=True)
+    stamp.write_text(lock)
+    return work
+
+
+def ts_client_command() -> list[str]:
+    """The command that runs `ts_client.mjs` (installing the TypeScript client first if needed)."""
+    node = shutil.which("node")
+    if node is None:
+        raise NodeMissing("node is needed (Node 20): install Node.js")
+    work = install_node_project(HERE / "node", CACHE / "interop")
+    return [node, str(work / "ts_client.mjs")]
+
+
+def run_ts_client(*args: str, timeout: float = 120) -> Any:
+    """Run one `ts_client.mjs` command; returns what it printed as JSON, or raises with its
+    standard error when it failed."""
+    done = subprocess.run(
+        [*ts_client_command(), *args], capture_output=True, text=True, timeout=timeout
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"ts_client {args[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return json.loads(done.stdout)
