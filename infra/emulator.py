@@ -7,6 +7,7 @@ every request under one lock makes it linearizable, which the store's correctnes
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
@@ -33,13 +34,21 @@ class _LockedApp:
 class Emulator:
     """A moto server on a loopback port, in a background thread of this process."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        middleware: Callable[[Any], Any] | None = None,
+    ) -> None:
+        """`middleware`, if given, wraps the WSGI app (benchmarks count calls with it)."""
         from moto.server import DomainDispatcherApplication, create_backend_app
 
         from . import _moto_transactions
 
         _moto_transactions.install()
         app = _LockedApp(DomainDispatcherApplication(create_backend_app))
+        if middleware is not None:
+            app = middleware(app)
         self._server: BaseWSGIServer = make_server(
             host, port, app, threaded=True, request_handler=_QuietHandler
         )

@@ -75,6 +75,8 @@ class IdempotentProducer:
         self._piece_bytes = 0
         self._first_piece_at: float | None = None
         self._content_type: str | None = None
+        self._json: bool | None = None  # whether the stream is JSON, once known
+        self._outstanding = 0  # bytes in batches cut and not yet answered (as of the last pump)
         self._changed = asyncio.Condition()
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_offset: Offset | None = None
@@ -86,19 +88,19 @@ class IdempotentProducer:
         """Queue one message: bytes or text, or any JSON value for a JSON stream (refused here
         if it is not JSON). Empty bytes or text add nothing to a byte stream and are not sent.
         Waits while too much is buffered."""
-        content_type = await self._stream_type()
-        piece = _encode(value, wire.is_json(content_type))
+        if self._json is None:
+            self._json = wire.is_json(await self._stream_type())
+        piece = _encode(value, self._json)
         async with self._changed:
             if self._stopped:
                 raise DurableStreamError("the producer has been closed or detached")
             if not piece:
                 return
-            await self._changed.wait_for(
-                lambda: (
-                    self._buffered() + len(piece) <= self.settings.max_buffered_bytes
-                    or self._buffered() == 0
+            limit = self.settings.max_buffered_bytes
+            if self._buffered() + len(piece) > limit:
+                await self._changed.wait_for(
+                    lambda: self._buffered() + len(piece) <= limit or self._buffered() == 0
                 )
-            )
             self._pieces.append(piece)
             self._piece_bytes += len(piece)
             starts_batch = self._first_piece_at is None
@@ -106,9 +108,9 @@ class IdempotentProducer:
                 self._first_piece_at = time.monotonic()
             if self._piece_bytes >= self.settings.max_batch_bytes:
                 self._cut()
+                self._pump()
             elif starts_batch:
                 self._spawn(self._linger())
-            self._pump()
 
     async def flush(self) -> Offset | None:
         """Deliver everything appended so far; returns the offset after it. Raises
@@ -148,9 +150,7 @@ class IdempotentProducer:
     # ---------------------------------------------------------------- batching
 
     def _buffered(self) -> int:
-        waiting = sum(len(b.body) for b in self._state.waiting)
-        flying = sum(len(b.body) for b in self._state.in_flight.values())
-        return self._piece_bytes + waiting + flying
+        return self._piece_bytes + self._outstanding
 
     def _cut(self) -> None:
         if not self._pieces:
@@ -170,8 +170,11 @@ class IdempotentProducer:
     # ---------------------------------------------------------------- sending
 
     def _pump(self) -> None:
+        """After every change of the state: send what may go, and wake whoever waits."""
         for send in self._state.sendable():
             self._spawn(self._deliver(send))
+        waiting = sum(len(b.body) for b in self._state.waiting)
+        self._outstanding = waiting + sum(len(b.body) for b in self._state.in_flight.values())
         self._changed.notify_all()
 
     def _spawn(self, work: Any) -> None:

@@ -187,3 +187,39 @@ def test_a_producer_reusing_an_epoch_is_told_and_not_taken_for_a_duplicate(
             await second.flush()
 
     asyncio.run(scenario())
+
+
+class GatedTransport(httpx.AsyncBaseTransport):
+    """Holds every producer append until `gate` opens."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.gate = asyncio.Event()
+        self.held = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if "producer-id" in request.headers:
+            self.held += 1
+            await self.gate.wait()
+        return await self.inner.handle_async_request(request)
+
+
+def test_append_waits_while_too_much_is_buffered(backend: Backend) -> None:
+    async def scenario() -> None:
+        transport = GatedTransport(httpx.ASGITransport(app=backend.app()))
+        stream = AsyncDurableStream(URL, client=httpx.AsyncClient(transport=transport))
+        await stream.create("application/octet-stream")
+        settings = ProducerSettings(linger=0.001, max_batch_bytes=40, max_buffered_bytes=100)
+        producer = IdempotentProducer(stream, "w", settings=settings)
+        pieces = [b"%09d," % n for n in range(11)]  # 10 bytes each
+        for piece in pieces[:10]:
+            await producer.append(piece)  # 100 bytes: at the limit, not over it
+        blocked = asyncio.create_task(producer.append(pieces[10]))
+        await asyncio.sleep(0.2)
+        assert not blocked.done() and transport.held > 0  # the server has not answered
+        transport.gate.set()
+        await asyncio.wait_for(blocked, timeout=10)
+        await producer.flush()
+        assert b"".join([b.data async for b in stream.read()]) == b"".join(pieces)
+
+    asyncio.run(scenario())

@@ -1,0 +1,66 @@
+"""The embedded emulator in a process of its own, counting the AWS calls it answers, so that a
+benchmark can count what a separate `dsaws serve --aws` process asks of its storage.
+
+    python -m benchmarks.counted_emulator --port 4566
+
+`GET /__calls` answers the counts by operation as JSON; `DELETE /__calls` sets them to zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+from collections import Counter
+from typing import Any
+
+from infra.emulator import Emulator
+
+CALLS_PATH = "/__calls"
+_S3_OPERATIONS = {
+    "GET": "GetObject",
+    "PUT": "PutObject",
+    "HEAD": "HeadObject",
+    "DELETE": "DeleteObject",
+    "POST": "DeleteObjects",
+}
+
+
+def operation(environ: dict[str, Any]) -> str:
+    """The API operation of one request: DynamoDB names it in X-Amz-Target; S3 by method."""
+    target = environ.get("HTTP_X_AMZ_TARGET")
+    if target:
+        return str(target).rsplit(".", 1)[-1]
+    return _S3_OPERATIONS.get(environ["REQUEST_METHOD"], f"S3 {environ['REQUEST_METHOD']}")
+
+
+class CallCounter:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.calls: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("PATH_INFO") == CALLS_PATH:
+            with self.lock:
+                if environ["REQUEST_METHOD"] == "DELETE":
+                    self.calls.clear()
+                body = json.dumps(dict(self.calls)).encode()
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [body]
+        with self.lock:
+            self.calls[operation(environ)] += 1
+        return self.app(environ, start_response)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    with Emulator(port=args.port, middleware=CallCounter) as emulator:
+        print(f"emulator at {emulator.endpoint}", flush=True)
+        threading.Event().wait()  # until the benchmark terminates the process
+
+
+if __name__ == "__main__":
+    main()
