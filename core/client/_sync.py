@@ -59,9 +59,16 @@ class DurableStream(StreamBase):
             return
         wire.raise_for_status(response)
 
-    def close(self) -> Offset:
-        """Close the stream; returns its final offset. Closing twice is not an error."""
-        return wire.next_offset(self._send(wire.close_request()))
+    def close(
+        self, final: bytes | str | list[Any] | None = None, *, content_type: str | None = None
+    ) -> Offset:
+        """Close the stream; returns its final offset. Without `final`, closing twice is not
+        an error (so a lost answer is retried). With `final` (as for `append`), the message is
+        written and the stream closed in one request, which is never retried blindly: it may
+        raise `OutcomeUnknown` (an `IdempotentProducer`'s `close(final)` is safe to retry)."""
+        if final is None:
+            return wire.next_offset(self._send(wire.close_request()))
+        return self.append(final, content_type=content_type, close=True)
 
     def append(
         self, data: bytes | str | list[Any], *, content_type: str | None = None, close: bool = False

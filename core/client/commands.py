@@ -97,7 +97,8 @@ def add_commands(commands: Any) -> None:
     )
 
     command("head", "print the stream's metadata as JSON")
-    command("close", "close the stream")
+    close = command("close", "close the stream")
+    close.add_argument("final", nargs="?", help="a last message, written with the close")
     command("delete", "delete the stream")
     fork = command("fork", "create the stream as a fork of another")
     fork.add_argument("--from", dest="source", required=True, help="the source stream's path")
@@ -261,7 +262,13 @@ def _head(stream: DurableStream, args: argparse.Namespace, _: str) -> int:
 
 
 def _close(stream: DurableStream, args: argparse.Namespace, _: str) -> int:
-    print(f"next offset: {stream.close()} (closed)", file=sys.stderr)
+    final: str | list[Any] | None = args.final
+    if final is not None and is_json(stream.head().content_type):
+        try:
+            final = [json.loads(final)]
+        except ValueError as exc:
+            raise ValueError(f"the final message is not a JSON value ({exc})") from None
+    print(f"next offset: {stream.close(final)} (closed)", file=sys.stderr)
     return 0
 
 

@@ -52,6 +52,17 @@ def test_write_read_close_and_delete(base: str) -> None:
             stream.head()
 
 
+def test_close_with_a_final_message(base: str) -> None:
+    with DurableStream(f"{base}/last-words") as stream:
+        stream.create("application/json")
+        stream.append([{"n": 1}])
+        final = stream.close([{"n": "last"}])
+        assert stream.head().next_offset == final and stream.head().closed
+        assert [m for b in stream.read() for m in b.messages or []] == [{"n": 1}, {"n": "last"}]
+        with pytest.raises(StreamClosed):  # a second close with a message is refused
+            stream.close([{"n": "again"}])
+
+
 def test_a_different_configuration_conflicts(base: str) -> None:
     with DurableStream(f"{base}/config") as stream:
         stream.create("text/plain")

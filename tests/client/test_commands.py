@@ -64,6 +64,21 @@ def test_text_tail_ends_at_the_close(url: str) -> None:
     assert b"closed: the stream is complete" in tail.stderr
 
 
+def test_close_with_a_final_message(url: str) -> None:
+    dsaws(url, "create", "ending", "--content-type", "application/json")
+    dsaws(url, "append", "ending", '{"n": 1}')
+    refused = dsaws(url, "close", "ending", "{not json")
+    assert refused.returncode == 5 and b"not a JSON value" in refused.stderr
+    assert json.loads(dsaws(url, "head", "ending").stdout)["closed"] is False
+    assert dsaws(url, "close", "ending", '{"n": "last"}').returncode == 0
+    read = dsaws(url, "read", "ending")
+    assert read.stdout == b'{"n": 1}\n{"n": "last"}\n'
+    assert b"closed: the stream is complete" in read.stderr
+    dsaws(url, "create", "ending-text", "--content-type", "text/plain")
+    assert dsaws(url, "close", "ending-text", "bye").returncode == 0
+    assert dsaws(url, "read", "ending-text").stdout == b"bye"
+
+
 @pytest.mark.parametrize("live", ["auto", "sse", "long-poll"])
 def test_tail_follows_a_json_stream_until_it_closes(url: str, live: str) -> None:
     name = f"followed-{live}"
