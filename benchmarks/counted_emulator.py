@@ -17,21 +17,25 @@ from typing import Any
 from infra.emulator import Emulator
 
 CALLS_PATH = "/__calls"
-_S3_OPERATIONS = {
+_S3_OBJECT_OPERATIONS = {
     "GET": "GetObject",
     "PUT": "PutObject",
     "HEAD": "HeadObject",
     "DELETE": "DeleteObject",
-    "POST": "DeleteObjects",
 }
 
 
 def operation(environ: dict[str, Any]) -> str:
-    """The API operation of one request: DynamoDB names it in X-Amz-Target; S3 by method."""
+    """The API operation of one request: DynamoDB names it in X-Amz-Target; S3 requests are
+    named by method for objects (path-style: /bucket/key), and as bucket calls otherwise."""
     target = environ.get("HTTP_X_AMZ_TARGET")
     if target:
         return str(target).rsplit(".", 1)[-1]
-    return _S3_OPERATIONS.get(environ["REQUEST_METHOD"], f"S3 {environ['REQUEST_METHOD']}")
+    method = environ["REQUEST_METHOD"]
+    is_object = "/" in environ.get("PATH_INFO", "").strip("/")
+    if is_object and method in _S3_OBJECT_OPERATIONS:
+        return _S3_OBJECT_OPERATIONS[method]
+    return f"S3 {method} {'object' if is_object else 'bucket'}"
 
 
 class CallCounter:

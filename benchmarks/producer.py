@@ -78,6 +78,7 @@ class Run:
 
 async def produce_ours(url: str, count: int, size: int) -> float:
     async with AsyncDurableStream(url) as stream:
+        await stream.head()  # as the TypeScript client's connect(): outside the timing
         producer = IdempotentProducer(stream, "bench-ours")
         started = time.perf_counter()
         for i in range(count):

@@ -13,7 +13,7 @@ import httpx
 from . import _wire as wire
 from ._attempts import after_answer, after_failure
 from ._base import DEFAULT_TIMEOUT, StreamBase
-from ._live import SILENT_END, SseHealth, live_transport
+from ._live import SILENT_END, Connection, SseHealth, live_transport
 from ._offset import Offset
 from ._sse import SseSession
 from ._sync import _body
@@ -126,6 +126,7 @@ class AsyncDurableStream(StreamBase):
             if sse.finished:
                 return
             catch_up = wire.ReadSession(sse.offset, None, sse.cursor)
+            catch_up.content_type = sse.content_type
         catch_up.follow()
         async for batch in self._read_plain(catch_up):
             yield batch
@@ -140,8 +141,8 @@ class AsyncDurableStream(StreamBase):
         while not session.finished:
             request = session.request()
             headers = wire.resolve_headers(self.headers)
-            started, controls = time.monotonic(), session.controls
-            lost: httpx.TransportError = SILENT_END
+            started, controls, offset = time.monotonic(), session.controls, session.offset
+            answered, lost = False, SILENT_END
             try:
                 async with self._client.stream(
                     "GET", self.url, params=request.params, headers=headers
@@ -158,6 +159,7 @@ class AsyncDurableStream(StreamBase):
                             raise step.error
                         await asyncio.sleep(step.pause or 0.0)
                         continue
+                    answered = True
                     encoding = response.headers.get("Stream-SSE-Data-Encoding")
                     session.connected(content_type, encoding)
                     async for chunk in response.aiter_bytes():
@@ -165,12 +167,15 @@ class AsyncDurableStream(StreamBase):
                             yield batch
             except httpx.TransportError as failure:
                 lost = failure
-            told = session.controls > controls
-            if health.connection_ended(time.monotonic() - started, told):
-                failures = 0
-                continue
-            if fallback and health.given_up:
-                return
+            if answered:
+                progressed = session.finished or session.offset != offset
+                told = session.controls > controls
+                verdict = health.connection_ended(time.monotonic() - started, told, progressed)
+                if fallback and health.given_up:
+                    return
+                if verdict is not Connection.SHORT:
+                    failures = 0
+                    continue
             failures += 1
             step = after_failure(self.retry, request, failures, lost)
             if step.error is not None:

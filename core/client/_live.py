@@ -9,6 +9,7 @@ Giving SSE up never ends the read: only the end of a closed stream does.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Literal
 
 import httpx
@@ -32,26 +33,41 @@ def live_transport(content_type: str | None) -> Transport:
     return "long-poll" if media.startswith("text/") and not is_json(media) else "sse"
 
 
+class Connection(Enum):
+    """How an SSE connection that got an answer ended."""
+
+    PROGRESSED = "progressed"  # it moved the offset on, or reached the end of the stream
+    ALIVE = "alive"  # it told where the stream stands and lasted: an idle stream, all is well
+    QUIET = "quiet"  # it lasted without a single control event: events are held up somewhere
+    SHORT = "short"  # it ended at once without moving on: a failure, to retry with backoff
+
+
 @dataclass
 class SseHealth:
-    """Tells healthy SSE connections (they delivered a control event, or lasted) from ones that
-    end quickly without telling anything, as behind a proxy that buffers or cuts event streams.
-    After `max_short` of those in a row an automatic read goes on by long-poll."""
+    """Judges the SSE connections of one read. A server announces where the stream stands as
+    soon as a connection opens, so a connection that neither moves on nor lasts, or lasts
+    without one control event, means something in between buffers or cuts event streams.
+    After `max_short` such connections in a row an automatic read goes on by long-poll.
+    Connections never answered (the server is down or restarting) are not judged here: they
+    are ordinary failures and say nothing about SSE."""
 
     max_short: int = 3
-    min_seconds: float = 1.0
+    min_seconds: float = 0.5
     short_in_a_row: int = 0
 
     def refused(self, status: int) -> bool:
         return status in SSE_REFUSALS
 
-    def connection_ended(self, seconds: float, told_something: bool) -> bool:
-        """Record one connection's end; true when it was healthy."""
-        if told_something or seconds >= self.min_seconds:
-            self.short_in_a_row = 0
-            return True
-        self.short_in_a_row += 1
-        return False
+    def connection_ended(self, seconds: float, told: bool, progressed: bool) -> Connection:
+        if progressed:
+            verdict = Connection.PROGRESSED
+        elif seconds < self.min_seconds:
+            verdict = Connection.SHORT
+        else:
+            verdict = Connection.ALIVE if told else Connection.QUIET
+        healthy = verdict in (Connection.PROGRESSED, Connection.ALIVE)
+        self.short_in_a_row = 0 if healthy else self.short_in_a_row + 1
+        return verdict
 
     @property
     def given_up(self) -> bool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +72,7 @@ class IdempotentProducer:
         )
         self._pieces: list[bytes] = []
         self._piece_bytes = 0
-        self._first_piece_at: float | None = None
+        self._cuts = 0  # batches cut so far: a linger task lingers over the batch after this
         self._content_type: str | None = None
         self._json: bool | None = None  # whether the stream is JSON, once known
         self._outstanding = 0  # bytes in batches cut and not yet answered (as of the last pump)
@@ -103,14 +102,12 @@ class IdempotentProducer:
                 )
             self._pieces.append(piece)
             self._piece_bytes += len(piece)
-            starts_batch = self._first_piece_at is None
-            if starts_batch:
-                self._first_piece_at = time.monotonic()
+            starts_batch = len(self._pieces) == 1
             if self._piece_bytes >= self.settings.max_batch_bytes:
                 self._cut()
                 self._pump()
             elif starts_batch:
-                self._spawn(self._linger())
+                self._spawn(self._linger(self._cuts))
 
     async def flush(self) -> Offset | None:
         """Deliver everything appended so far; returns the offset after it. Raises
@@ -157,13 +154,16 @@ class IdempotentProducer:
             return
         body = wire.join_bodies(self._pieces, wire.is_json(self._content_type))
         self._state.enqueue(Batch(body, len(self._pieces)))
-        self._pieces, self._piece_bytes, self._first_piece_at = [], 0, None
+        self._pieces, self._piece_bytes = [], 0
+        self._cuts += 1
 
-    async def _linger(self) -> None:
+    async def _linger(self, cuts: int) -> None:
+        """Cut the batch begun after cut number `cuts`, unless it has been cut meanwhile (by
+        size or a flush). Comparing batches, not clock readings, so a sleep that wakes a little
+        early cannot leave a batch unsent."""
         await asyncio.sleep(self.settings.linger)
         async with self._changed:
-            started = self._first_piece_at
-            if started is not None and time.monotonic() - started >= self.settings.linger:
+            if self._cuts == cuts:
                 self._cut()
                 self._pump()
 

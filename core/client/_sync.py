@@ -11,7 +11,7 @@ import httpx
 from . import _wire as wire
 from ._attempts import after_answer, after_failure
 from ._base import DEFAULT_TIMEOUT, StreamBase
-from ._live import SILENT_END, SseHealth, live_transport
+from ._live import SILENT_END, Connection, SseHealth, live_transport
 from ._offset import Offset
 from ._sse import SseSession
 from ._wire import Batch, Live, Request, StreamInfo
@@ -115,6 +115,7 @@ class DurableStream(StreamBase):
             if sse.finished:
                 return
             catch_up = wire.ReadSession(sse.offset, None, sse.cursor)
+            catch_up.content_type = sse.content_type
         catch_up.follow()
         yield from self._read_plain(catch_up)
 
@@ -128,8 +129,8 @@ class DurableStream(StreamBase):
         while not session.finished:
             request = session.request()
             headers = wire.resolve_headers(self.headers)
-            started, controls = time.monotonic(), session.controls
-            lost: httpx.TransportError = SILENT_END
+            started, controls, offset = time.monotonic(), session.controls, session.offset
+            answered, lost = False, SILENT_END
             try:
                 with self._client.stream(
                     "GET", self.url, params=request.params, headers=headers
@@ -146,18 +147,22 @@ class DurableStream(StreamBase):
                             raise step.error
                         time.sleep(step.pause or 0.0)
                         continue
+                    answered = True
                     encoding = response.headers.get("Stream-SSE-Data-Encoding")
                     session.connected(content_type, encoding)
                     for chunk in response.iter_bytes():
                         yield from session.feed(chunk)
             except httpx.TransportError as failure:
                 lost = failure
-            told = session.controls > controls
-            if health.connection_ended(time.monotonic() - started, told):
-                failures = 0
-                continue
-            if fallback and health.given_up:
-                return
+            if answered:
+                progressed = session.finished or session.offset != offset
+                told = session.controls > controls
+                verdict = health.connection_ended(time.monotonic() - started, told, progressed)
+                if fallback and health.given_up:
+                    return
+                if verdict is not Connection.SHORT:
+                    failures = 0
+                    continue
             failures += 1
             step = after_failure(self.retry, request, failures, lost)
             if step.error is not None:

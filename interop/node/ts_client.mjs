@@ -9,7 +9,8 @@
 //        close); prints the time taken. Message i is `message(i, SIZE)` below.
 //   read URL LIVE                               read from the start; LIVE is false, long-poll
 //        or sse. Live reads go on until the stream is closed. Prints {"json": [...]} for JSON
-//        streams, {"base64": s} otherwise, and {"closed": bool}.
+//        streams, {"base64": s} otherwise, and {"closed": bool}; writes "ready" on standard
+//        error once the first answer has come (for a test to start writing after that).
 
 import { DurableStream, IdempotentProducer, stream } from "@durable-streams/client"
 
@@ -73,6 +74,7 @@ async function produce(url, producerId, count, size) {
 async function read(url, live) {
   const mode = live === "false" ? false : live
   const response = await stream({ url, offset: "-1", live: mode })
+  process.stderr.write("ready\n")
   const json = (response.contentType ?? "").split(";")[0].trim() === "application/json"
   if (json) {
     const items = []

@@ -9,13 +9,14 @@ import base64
 import json
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 
 import durable_streams as upstream
 import pytest
 from support import ServerProcess
 
-from core.client import DurableStream, Offset, ProducerSettings, SyncIdempotentProducer
+from core.client import Batch, DurableStream, Live, Offset, ProducerSettings, SyncIdempotentProducer
 from interop import run_ts_client, ts_client_command
 
 pytestmark = pytest.mark.integration
@@ -176,21 +177,59 @@ def test_a_pypi_reader_follows_our_producer_live(base: str, live: str) -> None:
 
 @pytest.mark.parametrize("live", ["long-poll", "sse"])
 def test_a_typescript_reader_follows_our_producer_live_to_the_close(base: str, live: str) -> None:
-    """The upstream reader is started first and follows while our producer writes; it must end
-    exactly at our close, with every message once, in order."""
+    """The upstream reader has caught up (it says "ready") before our producer writes, in
+    stages; it must end exactly at our close, with every message once, in order."""
     url = f"{base}/ts-follows-ours/{live}"
     with DurableStream(url) as stream:
         stream.create("application/json")
     with subprocess.Popen(
-        [*ts_client_command(), "read", url, live], stdout=subprocess.PIPE, text=True
+        [*ts_client_command(), "read", url, live],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     ) as reader:
+        assert reader.stderr is not None and reader.stderr.readline() == "ready\n"
         producer = SyncIdempotentProducer(url, "live-writer")
         for n in range(300):
             producer.append({"n": n})
-            if n % 100 == 0:
+            if n % 100 == 99:
                 producer.flush()
+                time.sleep(0.3)  # the reader is waiting at the tail again
         producer.close({"n": "end"})
-        out, _ = reader.communicate(timeout=60)
-    assert reader.returncode == 0
+        out, err = reader.communicate(timeout=60)
+    assert reader.returncode == 0, err
     read = json.loads(out)
     assert read["json"] == [*({"n": n} for n in range(300)), {"n": "end"}] and read["closed"]
+
+
+@pytest.mark.parametrize("live", ["long-poll", "sse", "auto"])
+def test_our_reader_follows_the_typescript_producer_live_to_the_close(
+    base: str, live: Live
+) -> None:
+    """Our reader is following before the upstream producer writes and closes the stream (an
+    SSE or automatic read hands over an empty up-to-date batch first; a long-poll of the
+    empty stream just waits)."""
+    url = f"{base}/ours-follows-ts/{live}"
+    with DurableStream(url) as stream:
+        stream.create("application/json")
+    got: list[Batch] = []
+    following = threading.Event()
+
+    def follow() -> None:
+        with DurableStream(url) as stream:
+            for batch in stream.read(Offset.BEGINNING, live=live):
+                following.set()
+                got.append(batch)
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    if live == "long-poll":
+        time.sleep(1.5)  # nothing to hand over yet: the reader waits in a long-poll
+    else:
+        assert following.wait(timeout=10)
+    done = run_ts_client("produce", url, "ts-live", "500", "40", "--json", "--close")
+    assert done["errors"] == []
+    reader.join(timeout=60)
+    assert not reader.is_alive()
+    assert [m["n"] for b in got for m in b.messages or []] == list(range(500))  # type: ignore[index]
+    assert got[-1].closed and not any(b.closed for b in got[:-1])

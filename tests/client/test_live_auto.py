@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 
 import httpx
@@ -19,7 +20,7 @@ from core.client import (
     RetryPolicy,
     Unavailable,
 )
-from core.client._live import SSE_REFUSALS, SseHealth, live_transport
+from core.client._live import SSE_REFUSALS, Connection, SseHealth, live_transport
 
 URL = "http://server.test/v1/stream/s"
 FAST = RetryPolicy(max_attempts=4, base_delay=0.0, max_delay=0.01)
@@ -53,22 +54,40 @@ def test_sse_only_where_it_carries_the_bytes_exactly(
     assert live_transport(content_type) == transport
 
 
-def test_short_silent_connections_in_a_row_give_sse_up() -> None:
-    health = SseHealth(max_short=3, min_seconds=1.0)
-    assert not health.connection_ended(0.1, told_something=False) and not health.given_up
-    assert not health.connection_ended(0.1, told_something=False) and not health.given_up
-    assert not health.connection_ended(0.1, told_something=False) and health.given_up
-
-
-@pytest.mark.parametrize("healthy", [(0.1, True), (5.0, False), (5.0, True)])
-def test_a_connection_that_told_something_or_lasted_resets_the_count(
-    healthy: tuple[float, bool],
+@pytest.mark.parametrize(
+    ("seconds", "told", "progressed", "verdict"),
+    [
+        (0.01, False, True, Connection.PROGRESSED),
+        (0.01, True, True, Connection.PROGRESSED),
+        (9.0, True, True, Connection.PROGRESSED),
+        (0.01, True, False, Connection.SHORT),  # announced where it stands, then ended at once
+        (0.01, False, False, Connection.SHORT),
+        (9.0, True, False, Connection.ALIVE),  # an idle stream: nothing to move on to
+        (9.0, False, False, Connection.QUIET),  # lasted, yet not one event got through
+    ],
+)
+def test_how_a_connection_is_judged(
+    seconds: float, told: bool, progressed: bool, verdict: Connection
 ) -> None:
-    health = SseHealth(max_short=3, min_seconds=1.0)
+    assert SseHealth().connection_ended(seconds, told, progressed) is verdict
+
+
+def test_connections_that_get_nowhere_in_a_row_give_sse_up() -> None:
+    health = SseHealth(max_short=3, min_seconds=0.5)
+    for nowhere in [(0.01, True, False), (9.0, False, False), (0.01, False, False)]:
+        assert not health.given_up
+        health.connection_ended(*nowhere)
+    assert health.given_up
+
+
+@pytest.mark.parametrize("healthy", [(0.01, False, True), (9.0, True, False)])
+def test_a_healthy_connection_resets_the_count(healthy: tuple[float, bool, bool]) -> None:
+    health = SseHealth(max_short=3, min_seconds=0.5)
     for _ in range(10):
-        assert not health.connection_ended(0.1, told_something=False)
-        assert not health.connection_ended(0.1, told_something=False)
-        assert health.connection_ended(*healthy) and not health.given_up
+        health.connection_ended(0.01, True, False)
+        health.connection_ended(9.0, False, False)
+        health.connection_ended(*healthy)
+        assert not health.given_up
 
 
 @pytest.mark.parametrize("status", range(400, 600))
@@ -83,14 +102,17 @@ def test_only_answers_that_mean_no_sse_here_are_refusals(status: int) -> None:
 class FakeJsonStream:
     """A JSON stream that already holds `held` messages; each live request (long-poll, or an
     SSE connection that works) sees the next of `arriving`, and once they are all out, the
-    close. `sse` says what SSE requests get: "works", "refused" (405), or "cut" (an event
-    stream that ends at once without an event)."""
+    close. `sse` says what SSE requests get: "works", "refused" (405), "cut" (an event
+    stream that ends at once without an event), "announce-only" (a control event where the
+    stream stands, then the end), "quiet" (an event stream that lasts without an event); the
+    first `down` SSE requests find no server at all."""
 
-    def __init__(self, held: list[object], arriving: list[object], sse: str) -> None:
+    def __init__(self, held: list[object], arriving: list[object], sse: str, down: int = 0) -> None:
         self.messages = list(held)
         self.arriving = list(arriving)
         self.closed = False
         self.sse = sse
+        self.down = down
         self.seen: list[dict[str, str]] = []
 
     def handle(self, request: httpx.Request) -> httpx.Response:
@@ -124,11 +146,16 @@ class FakeJsonStream:
         return headers
 
     def _sse(self, start: int) -> httpx.Response:
+        if self.down:
+            self.down -= 1
+            raise httpx.ConnectError("nobody listens")
         if self.sse == "refused":
             return httpx.Response(405, text="no SSE here")
+        if self.sse == "quiet":
+            time.sleep(SseHealth().min_seconds + 0.05)
         events = b""
-        if self.sse == "works":
-            if start == len(self.messages):
+        if self.sse in ("works", "announce-only"):
+            if start == len(self.messages) and self.sse == "works":
                 self._arrive()
             if start < len(self.messages):
                 data = json.dumps(self.messages[start:])
@@ -184,7 +211,7 @@ def test_catches_up_then_follows_by_sse_to_the_close(read: Callable) -> None:
 
 
 @pytest.mark.parametrize("read", READERS)
-@pytest.mark.parametrize("sse", ["refused", "cut"])
+@pytest.mark.parametrize("sse", ["refused", "cut", "announce-only", "quiet"])
 def test_sse_given_up_goes_on_by_long_poll_to_the_close(read: Callable, sse: str) -> None:
     fake = FakeJsonStream(["a"], ["b", "c", "d"], sse=sse)
     batches = read(fake, Offset.BEGINNING)
@@ -222,3 +249,29 @@ def test_an_explicit_sse_read_cut_short_again_and_again_fails_within_the_bound()
     with pytest.raises(Unavailable, match="ended without an event"):
         list(stream.read(Offset.BEGINNING, live="sse"))
     assert live_modes(fake) == ["sse"] * FAST.max_attempts
+
+
+@pytest.mark.parametrize("read", READERS)
+def test_a_server_away_for_a_while_is_no_reason_to_give_sse_up(read: Callable) -> None:
+    fake = FakeJsonStream(["a"], ["b", "c"], sse="works", down=SseHealth().max_short)
+    batches = read(fake, Offset.BEGINNING)
+    assert messages(batches) == ["a", "b", "c"] and batches[-1].closed
+    assert "long-poll" not in live_modes(fake)
+
+
+@pytest.mark.parametrize("read", READERS)
+def test_after_giving_sse_up_the_last_batch_still_has_its_messages(read: Callable) -> None:
+    fake = FakeJsonStream(["a"], [], sse="refused")  # the first long-poll finds the close
+    batches = read(fake, Offset.BEGINNING)
+    assert batches[-1].closed and batches[-1].messages == []
+
+
+def test_an_explicit_sse_read_that_gets_nowhere_backs_off_and_fails_within_the_bound() -> None:
+    """A control event where the stream stands, then the end, again and again: not progress."""
+    fake = FakeJsonStream(["a"], ["b"], sse="announce-only")
+    client = httpx.Client(transport=httpx.MockTransport(fake.handle))
+    stream = DurableStream(URL, client=client, retry=FAST)
+    with pytest.raises(Unavailable):
+        list(stream.read(Offset.BEGINNING, live="sse"))
+    # the first connection moves from the start to where the stream stands; then nowhere
+    assert live_modes(fake) == ["sse"] * (1 + FAST.max_attempts)
