@@ -18,10 +18,22 @@ def emulator() -> Iterator[Emulator]:
 
 
 @pytest.fixture
-def backend(emulator: Emulator) -> Backend:
-    """A store on its own fresh table and bucket, so no test sees another's leftovers."""
+def backend(emulator: Emulator) -> Iterator[Backend]:
+    """A store on its own fresh table and bucket, so no test sees another's leftovers; both
+    are removed afterwards (the session's emulator keeps everything in memory)."""
     suffix = uuid.uuid4().hex[:12]
     settings = Settings(table=f"t-{suffix}", bucket=f"b-{suffix}", inline_max_bytes=1024)
     built = build_backend(settings, endpoint=emulator.endpoint)
     ensure_resources(built)
-    return built
+    yield built
+    _remove_resources(built)
+
+
+def _remove_resources(backend: Backend) -> None:
+    table, bucket = backend.settings.table, backend.settings.bucket
+    backend.dynamodb.delete_table(TableName=table)
+    for page in backend.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+        if keys:
+            backend.s3.delete_objects(Bucket=bucket, Delete={"Objects": keys})
+    backend.s3.delete_bucket(Bucket=bucket)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import botocore.loaders
 import botocore.session
 from botocore.config import Config
 from botocore.exceptions import (
@@ -38,6 +39,19 @@ class AwsSettings:
     max_attempts: int = 4
 
 
+_LOADER: botocore.loaders.Loader | None = None
+
+
+def _shared_loader() -> botocore.loaders.Loader:
+    """One loader per process, so the service models (JSON of several MB) are parsed once
+    however many stores are built (a test run builds hundreds); credentials and everything
+    else still come from a session of each store's own."""
+    global _LOADER
+    if _LOADER is None:
+        _LOADER = botocore.loaders.create_loader()
+    return _LOADER
+
+
 def make_clients(settings: AwsSettings) -> tuple[Any, Any]:
     """DynamoDB and S3 clients; botocore's standard mode retries throttling and 5xx."""
     config = Config(
@@ -49,6 +63,7 @@ def make_clients(settings: AwsSettings) -> tuple[Any, Any]:
     # botocore directly: boto3's S3 extras (s3transfer and its managers) cost import time on
     # every cold start and nothing here uses them.
     session = botocore.session.get_session()
+    session.register_component("data_loader", _shared_loader())
     dynamodb = session.create_client(
         "dynamodb",
         region_name=settings.region,
