@@ -42,6 +42,7 @@ from ..protocol.offsets import (
     ReadStart,
     StartKind,
     parse_position,
+    parse_read_end,
     parse_read_start,
 )
 from ..protocol.paths import parse_stream_path
@@ -52,6 +53,7 @@ from ..storage import (
     ForkRequest,
     Payload,
     Presence,
+    ReadBatch,
     StreamInfo,
     StreamStore,
 )
@@ -75,6 +77,7 @@ class ReadRequest:
     live: str | None
     cursor: str | None
     if_none_match: str | None
+    until: int | None = None  # the extension's bound: read nothing at or past this position
 
     @property
     def from_now(self) -> bool:
@@ -260,7 +263,8 @@ class StreamEndpoints:
             return await self._long_poll(path, info, position, read)
         if read.start.kind is StartKind.NOW:
             return self._tail_response(info, read, status=200)
-        return await self._data_response(info, position, read)
+        bound = None if read.until is None else min(read.until, info.tail)
+        return await self._data_response(info, position, read, bound)
 
     async def _long_poll(
         self, path: str, info: StreamInfo, position: int, read: ReadRequest
@@ -301,10 +305,22 @@ class StreamEndpoints:
             return Response(body, status_code=200, headers=headers)
         return StreamingResponse(events, status_code=200, headers=headers)
 
-    async def _data_response(self, info: StreamInfo, position: int, read: ReadRequest) -> Response:
-        batch = await run_in_threadpool(
-            self.store.read, info, position, self.settings.max_read_bytes
-        )
+    async def _data_response(
+        self, info: StreamInfo, position: int, read: ReadRequest, bound: int | None = None
+    ) -> Response:
+        """Data from `position`, up to the tail or to `bound` (the `until` extension)."""
+        if bound is None:
+            batch = await run_in_threadpool(
+                self.store.read, info, position, self.settings.max_read_bytes
+            )
+        elif bound > position:
+            most = min(self.settings.max_read_bytes, bound - position)
+            batch = (await run_in_threadpool(self.store.read, info, position, most)).before(bound)
+            if batch.end == position:
+                raise bad_request("until is not at a message boundary")
+        else:
+            empty = () if is_json(info.content_type) else None
+            batch = ReadBatch(position, position, messages=empty)
         batch, body = fit_read(
             batch,
             r.read_body,
@@ -431,11 +447,13 @@ def _parse_read(request: Request) -> ReadRequest:
     cursors = query.getlist("cursor")
     if len(cursors) > 1:
         raise bad_request("cursor may be given once")
+    start = parse_read_start(offsets)
     return ReadRequest(
-        start=parse_read_start(offsets),
+        start=start,
         live=live,
         cursor=cursors[0] if cursors else None,
         if_none_match=request.headers.get("if-none-match"),
+        until=parse_read_end(query.getlist("until"), start, live),
     )
 
 

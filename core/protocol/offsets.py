@@ -60,3 +60,22 @@ def parse_read_start(values: list[str]) -> ReadStart:
     if token == NOW:
         return ReadStart(StartKind.NOW)
     return ReadStart(StartKind.POSITION, parse_position(token))
+
+
+def parse_read_end(values: list[str], start: ReadStart, live: str | None) -> int | None:
+    """Parse `until`, this server's extension that bounds a catch-up read: the read returns
+    data before that offset only (so a re-read of a range returns the same bytes whatever was
+    appended since). None when absent; 400 when repeated, malformed, given with a live mode
+    or with `offset=now`, or before the offset."""
+    if not values:
+        return None
+    if len(values) > 1:
+        raise bad_request("until must be given at most once")
+    if live is not None:
+        raise bad_request("until bounds catch-up reads only, not live ones")
+    if start.kind is StartKind.NOW:
+        raise bad_request("until cannot bound a read from offset=now")
+    end = parse_position(values[0])
+    if end < start.position:
+        raise bad_request("until is before offset")
+    return end

@@ -12,7 +12,7 @@ from urllib.parse import unquote_plus
 
 from .errors import bad_request
 
-READ_PARAMETERS: tuple[str, ...] = ("cursor", "live", "offset")
+READ_PARAMETERS: tuple[str, ...] = ("cursor", "live", "offset", "until")
 
 
 def check_parameter_names(raw_query: bytes) -> None:

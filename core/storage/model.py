@@ -171,6 +171,20 @@ class ReadBatch:
             return self
         return ReadBatch(self.start, self.start + count, data=self.data[:count])
 
+    def before(self, bound: int) -> ReadBatch:
+        """This batch without what lies past `bound`: for JSON, only the messages that end at
+        or before it; for bytes, exactly up to it."""
+        if self.end <= bound:
+            return self
+        if self.messages is not None:
+            end, keep = self.end, len(self.messages)
+            while keep and end > bound:
+                keep -= 1
+                end -= len(self.messages[keep])
+            return ReadBatch(self.start, end, messages=self.messages[:keep])
+        end = max(self.start, bound)
+        return ReadBatch(self.start, end, data=self.data[: end - self.start])
+
 
 class StoreUnavailable(Exception):
     """AWS throttled or failed past the retry budget; the caller should retry later."""

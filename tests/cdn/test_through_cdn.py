@@ -237,3 +237,29 @@ def test_a_long_poll_timeout_is_not_served_after_its_second(cdn: Rig) -> None:
         time.sleep(2.5)  # past max-age=1 (nginx counts whole seconds)
         later = client.get(stream, params=params)
         assert later.headers["x-cache-status"] in {"MISS", "EXPIRED"}
+
+
+def test_a_bounded_read_has_a_cache_entry_of_its_own(cdn: Rig) -> None:
+    """`until` is part of the cache key: the CDN never answers a bounded read with the copy of
+    an unbounded one (or the other way round). A range that ends before the tail never changes,
+    so its repeats are served from the cache (a read that reaches the tail is not cached)."""
+    name = "bounded"
+    origin = url(cdn, name, via_cdn=False)
+    with httpx.Client(timeout=30) as client:
+        client.put(origin, headers={"Content-Type": "text/plain"})
+        bound = client.post(origin, content=b"abc", headers={"Content-Type": "text/plain"})
+        client.post(origin, content=b"def", headers={"Content-Type": "text/plain"})
+        until = bound.headers["stream-next-offset"]
+        answers = [
+            client.get(url(cdn, name), params=params).content
+            for params in (
+                {"offset": "-1"},
+                {"offset": "-1", "until": until},
+                {"offset": "-1"},
+                {"offset": "-1", "until": until},
+            )
+        ]
+    assert answers == [b"abcdef", b"abc", b"abcdef", b"abc"]
+    reads = _origin_reads(cdn, name)
+    bounded = [count for key, count in reads.items() if "until=" in key]
+    assert bounded == [1], reads

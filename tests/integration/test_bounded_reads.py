@@ -1,0 +1,114 @@
+"""The `until` read extension: a catch-up read bounded at an offset returns exactly the data
+before it, page by page, and the same bytes (and ETag) whatever is appended later. Reads without
+it are unchanged (the conformance suite checks those)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from starlette.testclient import TestClient
+
+from core.app import create_app
+from core.runtime import Backend
+
+TEXT = {"Content-Type": "text/plain"}
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.fixture
+def client(backend: Backend) -> Iterator[TestClient]:
+    settings = backend.settings.model_copy(update={"max_read_bytes": 4})
+    with TestClient(create_app(settings, backend.store)) as test_client:
+        yield test_client
+
+
+def append(client: TestClient, url: str, body: bytes, headers: dict[str, str]) -> str:
+    answer = client.post(url, content=body, headers=headers)
+    assert answer.status_code == 204
+    return str(answer.headers["stream-next-offset"])
+
+
+def read_range(client: TestClient, url: str, start: str, until: str) -> tuple[bytes, int]:
+    """Page from `start` to `until`; the bytes and how many requests it took."""
+    data, offset, pages = b"", start, 0
+    while offset != until:
+        answer = client.get(url, params={"offset": offset, "until": until})
+        assert answer.status_code == 200, answer.text
+        pages += 1
+        data += answer.content
+        assert answer.headers["stream-next-offset"] != offset, "a page that moved nowhere"
+        offset = answer.headers["stream-next-offset"]
+    return data, pages
+
+
+def test_a_bounded_read_stops_at_the_bound_page_by_page(client: TestClient) -> None:
+    url = "/v1/stream/bytes"
+    client.put(url, headers=TEXT)
+    first = append(client, url, b"abcdef", TEXT)
+    second = append(client, url, b"ghijkl", TEXT)
+    data, pages = read_range(client, url, "-1", first)
+    assert data == b"abcdef" and pages == 2  # 4 bytes a page
+    assert read_range(client, url, first, second)[0] == b"ghijkl"
+    answer = client.get(url, params={"offset": "-1", "until": first})
+    assert "stream-up-to-date" not in answer.headers  # the stream goes on past the bound
+
+
+def test_the_same_range_reads_the_same_after_more_appends(client: TestClient) -> None:
+    url = "/v1/stream/replayed"
+    client.put(url, headers=TEXT)
+    bound = append(client, url, b"abc", TEXT)
+    before = client.get(url, params={"offset": "-1", "until": bound})
+    assert before.headers["stream-up-to-date"] == "true"  # the bound is the tail, for now
+    append(client, url, b"def", TEXT)
+    after = client.get(url, params={"offset": "-1", "until": bound})
+    assert after.content == before.content == b"abc"
+    assert after.headers["stream-next-offset"] == bound
+    unbounded = client.get(url, params={"offset": "-1"})
+    assert unbounded.headers["etag"] != after.headers["etag"]
+
+
+def test_empty_and_clamped_ranges(client: TestClient) -> None:
+    url = "/v1/stream/edges"
+    client.put(url, headers=TEXT)
+    tail = append(client, url, b"xy", TEXT)
+    empty = client.get(url, params={"offset": tail, "until": tail})
+    assert empty.status_code == 200 and empty.content == b""
+    assert empty.headers["stream-next-offset"] == tail
+    past = f"{0:016d}_{999:016d}"  # past the tail: the read ends at the tail, and says so
+    clamped = client.get(url, params={"offset": "-1", "until": past})
+    assert clamped.content == b"xy" and clamped.headers["stream-up-to-date"] == "true"
+    assert clamped.headers["stream-next-offset"] == tail
+
+
+def test_json_ranges_hold_whole_messages(client: TestClient) -> None:
+    url = "/v1/stream/json"
+    client.put(url, headers=JSON)
+    one = append(client, url, b'[{"n":1}]', JSON)
+    two = append(client, url, b'[{"n":2},{"n":3}]', JSON)
+    assert client.get(url, params={"offset": "-1", "until": one}).json() == [{"n": 1}]
+    assert client.get(url, params={"offset": one, "until": two}).json()[0] == {"n": 2}
+    position = int(one.split("_")[1]) + 1  # inside the second message
+    inside = client.get(url, params={"offset": one, "until": f"{0:016d}_{position:016d}"})
+    assert inside.status_code == 400 and "message boundary" in inside.text
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "offset=-1&until=abc",
+        "offset=-1&until=-1",
+        "offset=now&until=0000000000000000_0000000000000001",
+        "offset=-1&live=long-poll&until=0000000000000000_0000000000000001",
+        "offset=-1&live=sse&until=0000000000000000_0000000000000001",
+        "offset=-1&until=0000000000000000_0000000000000001&until=0000000000000000_0000000000000001",
+        "offset=0000000000000000_0000000000000002&until=0000000000000000_0000000000000001",
+        "offset=-1&%75ntil=0000000000000000_0000000000000001",  # the cache would not see it
+    ],
+)
+def test_bad_bounds_are_refused(client: TestClient, query: str) -> None:
+    url = "/v1/stream/refusing"
+    client.put(url, headers=TEXT)
+    append(client, url, b"abc", TEXT)
+    answer = client.get(f"{url}?{query}")
+    assert answer.status_code == 400 and len(answer.content) < 300
