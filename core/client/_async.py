@@ -93,16 +93,20 @@ class AsyncDurableStream(StreamBase):
     # ---------------------------------------------------------------- reads
 
     async def read(
-        self, offset: Offset = Offset.BEGINNING, *, live: Live = None
+        self,
+        offset: Offset = Offset.BEGINNING,
+        *,
+        live: Live = None,
+        until: Offset | None = None,
     ) -> AsyncIterator[Batch]:
         """As `DurableStream.read`."""
-        wire.check_live(live)
+        wire.check_read(live, until)
         if live == "sse":
             batches = self._read_sse(SseSession(offset))
         elif live == "auto":
             batches = self._read_auto(offset)
         else:
-            batches = self._read_plain(wire.ReadSession(offset, live))
+            batches = self._read_plain(wire.ReadSession(offset, live, until=until))
         async for batch in batches:
             yield batch
 

@@ -83,19 +83,22 @@ class DurableStream(StreamBase):
 
     # ---------------------------------------------------------------- reads
 
-    def read(self, offset: Offset = Offset.BEGINNING, *, live: Live = None) -> Iterator[Batch]:
+    def read(
+        self, offset: Offset = Offset.BEGINNING, *, live: Live = None, until: Offset | None = None
+    ) -> Iterator[Batch]:
         """Batches from `offset`. Without `live`, up to the tail; with `live="long-poll"`,
         `"sse"` or `"auto"` (catch up, then follow by whichever suits the stream), for ever,
         until the stream is closed (a dropped SSE connection is reconnected from the last
         offset). Every way, the iteration ends right after the batch whose `closed` is true,
-        and never before the end of a closed stream."""
-        wire.check_live(live)
+        and never before the end of a closed stream. `until` (catch-up only; this server's
+        extension) ends the read at that offset: a range reads the same every time."""
+        wire.check_read(live, until)
         if live == "sse":
             yield from self._read_sse(SseSession(offset))
         elif live == "auto":
             yield from self._read_auto(offset)
         else:
-            yield from self._read_plain(wire.ReadSession(offset, live))
+            yield from self._read_plain(wire.ReadSession(offset, live, until=until))
 
     def _read_plain(self, session: wire.ReadSession) -> Iterator[Batch]:
         while not session.finished:

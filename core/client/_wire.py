@@ -77,9 +77,11 @@ def join_bodies(pieces: list[bytes], json_stream: bool) -> bytes:
     return b"[" + b",".join(pieces) + b"]" if json_stream else b"".join(pieces)
 
 
-def check_live(live: object) -> None:
+def check_read(live: object, until: Offset | None) -> None:
     if live not in (None, "long-poll", "sse", "auto"):
         raise ValueError(f"live must be None, 'long-poll', 'sse' or 'auto', not {live!r}")
+    if until is not None and live is not None:
+        raise ValueError("until bounds catch-up reads only (live=None)")
 
 
 def resolve_headers(source: HeaderSource) -> dict[str, str]:
@@ -133,12 +135,16 @@ def close_request() -> Request:
     return Request("POST", {"Stream-Closed": "true"}, repeatable=True)
 
 
-def read_request(offset: Offset, live: Live, cursor: str | None) -> Request:
+def read_request(
+    offset: Offset, live: Live, cursor: str | None, until: Offset | None = None
+) -> Request:
     params = {"offset": offset.token}
     if live is not None:
         params["live"] = live
     if cursor is not None:
         params["cursor"] = cursor
+    if until is not None:
+        params["until"] = until.token
     return Request("GET", params=params)
 
 
@@ -197,11 +203,16 @@ class ReadSession:
     the read is over (the end of a closed stream, or caught up for a catch-up read)."""
 
     def __init__(
-        self, start: Offset, live: Literal["long-poll"] | None, cursor: str | None = None
+        self,
+        start: Offset,
+        live: Literal["long-poll"] | None,
+        cursor: str | None = None,
+        until: Offset | None = None,
     ) -> None:
         self.offset = start
         self.live = live
         self.cursor = cursor
+        self.until = until
         self.content_type: str | None = None
         self.finished = False
         self.closed = False
@@ -212,7 +223,7 @@ class ReadSession:
         self.finished = self.closed
 
     def request(self) -> Request:
-        return read_request(self.offset, self.live, self.cursor)
+        return read_request(self.offset, self.live, self.cursor, self.until)
 
     def accept(self, response: httpx.Response) -> Batch | None:
         """The batch to hand over, if any; afterwards `finished` says whether to read on."""
@@ -223,7 +234,8 @@ class ReadSession:
         closed = response.headers.get("Stream-Closed", "").lower() == "true"
         up_to_date = closed or response.headers.get("Stream-Up-To-Date", "").lower() == "true"
         self.closed = closed
-        if closed or (self.live is None and up_to_date):
+        reached = self.until is not None and self.offset == self.until
+        if closed or reached or (self.live is None and up_to_date):
             self.finished = True
         if response.status_code == 204:
             if not closed:

@@ -63,6 +63,22 @@ def test_close_with_a_final_message(base: str) -> None:
             stream.close([{"n": "again"}])
 
 
+def test_a_bounded_read_returns_the_same_range_every_time(base: str) -> None:
+    with DurableStream(f"{base}/ranged") as stream:
+        stream.create("application/json")
+        first = stream.append([{"n": n} for n in range(3)])
+        stream.append([{"n": 3}])
+        ranged = list(stream.read(until=first))
+        assert [m for b in ranged for m in b.messages or []] == [{"n": n} for n in range(3)]
+        assert ranged[-1].next_offset == first and not ranged[-1].closed
+        stream.append([{"n": 4}])
+        again = list(stream.read(until=first))
+        assert [b.data for b in again] == [b.data for b in ranged]
+        assert [b.data for b in stream.read(first, until=first)] == [b"[]"]
+        with pytest.raises(ValueError, match="catch-up"):
+            next(iter(stream.read(live="long-poll", until=first)))
+
+
 def test_a_different_configuration_conflicts(base: str) -> None:
     with DurableStream(f"{base}/config") as stream:
         stream.create("text/plain")
