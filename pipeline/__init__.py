@@ -1,0 +1,19 @@
+"""The Spark pipeline: the `durable_streams` PySpark data source (install with the `spark`
+extra so that Spark's Python workers can import it)."""
+
+from ._plan import OptionError, ReadOptions, StreamSlice, plan_slices
+from .source import DurableStreamsDataSource
+
+__all__ = [
+    "DurableStreamsDataSource",
+    "OptionError",
+    "ReadOptions",
+    "StreamSlice",
+    "plan_slices",
+    "register",
+]
+
+
+def register(spark: object) -> None:
+    """Make `spark.read.format("durable_streams")` available in this session."""
+    spark.dataSource.register(DurableStreamsDataSource)  # type: ignore[attr-defined]

@@ -1,0 +1,51 @@
+"""One local Spark session for every Spark test in the run (its JVM takes seconds to start),
+and a `dsaws serve` for them to read. The environment is set when this file is imported, before
+any session exists: Spark's Python workers must run this interpreter and import this tree."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import ROOT, ServerProcess
+
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from pyspark.sql import SparkSession
+
+    from pipeline import register
+
+    work: Path = tmp_path_factory.mktemp("spark")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("durable-streams-aws tests")
+        .config("spark.driver.memory", "1g")
+        .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.warehouse.dir", str(work / "warehouse"))
+        .config("spark.local.dir", str(work / "local"))
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def streams_url() -> Iterator[str]:
+    with ServerProcess("--long-poll-timeout", "1") as server:
+        yield f"{server.base_url}/v1/stream"

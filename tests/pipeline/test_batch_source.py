@@ -1,0 +1,90 @@
+"""Batch reads through the `durable_streams` data source, against `dsaws serve`: what Spark
+reads is exactly what was appended, with each message's own offset, over the planned range."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from core.client import DurableStream, Offset
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+def create(url: str, content_type: str, appends: list[Any]) -> list[Offset]:
+    offsets = []
+    with DurableStream(url) as stream:
+        stream.create(content_type)
+        for data in appends:
+            offsets.append(stream.append(data))
+    return offsets
+
+
+def load(spark: Any, streams_url: str, **options: str) -> Any:
+    reader = spark.read.format("durable_streams").option("url", streams_url)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load()
+
+
+def test_a_json_stream_reads_back_message_by_message(spark: Any, streams_url: str) -> None:
+    appends = [
+        [{"n": n, "text": "ünïcode" * (n % 3)} for n in range(k, k + 50)] for k in (0, 50, 100)
+    ]
+    ends = create(f"{streams_url}/orders", "application/json", appends)
+    frame = load(spark, streams_url, stream="orders")
+    assert [f.name for f in frame.schema.fields] == ["stream", "offset", "message", "content_type"]
+    rows = frame.collect()
+    assert [json.loads(row.message) for row in rows] == [m for batch in appends for m in batch]
+    assert {row.stream for row in rows} == {"orders"}
+    offsets = [row.offset for row in rows]
+    assert offsets == sorted(offsets) and len(set(offsets)) == 150
+    assert offsets[49] == ends[0].token and offsets[-1] == ends[-1].token
+    with DurableStream(f"{streams_url}/orders") as stream:  # each offset is after its message
+        first = [m for b in stream.read(until=Offset(offsets[9])) for m in b.messages or []]
+    assert first == appends[0][:10]
+
+
+def test_streams_of_several_kinds_read_as_bytes(spark: Any, streams_url: str) -> None:
+    create(f"{streams_url}/events", "application/json", [[1, 2], ["three"]])
+    payload = bytes(range(256)) * 40
+    create(f"{streams_url}/blobs", "application/octet-stream", [payload[:5000], payload[5000:]])
+    frame = load(spark, streams_url, streams="events, blobs")
+    assert frame.schema["message"].dataType.typeName() == "binary"
+    rows = frame.collect()
+    events = [json.loads(bytes(r.message)) for r in rows if r.stream == "events"]
+    blobs = b"".join(bytes(r.message) for r in rows if r.stream == "blobs")
+    assert events == [1, 2, "three"] and blobs == payload
+    assert frame.rdd.getNumPartitions() == 2  # one per stream
+
+
+def test_starting_and_ending_offsets_bound_the_read(spark: Any, streams_url: str) -> None:
+    ends = create(f"{streams_url}/ranged", "text/plain", ["one ", "two ", "three ", "four"])
+    bounds = json.dumps({"ranged": ends[0].token})
+    until = json.dumps({"ranged": ends[2].token})
+    frame = load(spark, streams_url, stream="ranged", startingOffsets=bounds, endingOffsets=until)
+    assert "".join(row.message for row in frame.collect()) == "two three "
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"stream": "x"}, "url"),
+        ({"url": "ftp://nope"}, "url"),
+        ({}, "stream"),
+        ({"stream": "x", "startingOffsets": "[1]"}, "startingOffsets"),
+        ({"stream": "x", "endingOffsets": '{"y": "0"}'}, "not read"),
+    ],
+)
+def test_bad_options_are_refused_with_a_clear_message(
+    spark: Any, streams_url: str, options: dict[str, str], message: str
+) -> None:
+    reader = spark.read.format("durable_streams")
+    if "url" not in options and message != "url":
+        reader = reader.option("url", streams_url)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    with pytest.raises(Exception, match=message):
+        reader.load().collect()
