@@ -17,7 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
 from core.client import DurableStream, Offset, StreamInfo
@@ -46,10 +51,16 @@ class DurableStreamsDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         return BatchReader(ReadOptions.parse(self.options), schema)
 
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from .streaming import StreamReader
+
+        as_text = schema["message"].dataType.typeName() == "string"
+        return StreamReader(ReadOptions.parse(self.options), dict(self.options), as_text)
+
 
 class BatchReader(DataSourceReader):
     def __init__(self, options: ReadOptions, schema: StructType) -> None:
-        infos = _heads(options)
+        infos = heads(options)
         content_types = {stream: info.content_type for stream, info in infos.items()}
         tails = {stream: info.next_offset.token for stream, info in infos.items()}
         self.slices = plan_slices(options, tails, content_types)
@@ -60,13 +71,19 @@ class BatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         assert isinstance(partition, SlicePartition)
-        piece = partition.slice
-        with DurableStream(piece.url) as stream:
-            for batch in stream.read(Offset(piece.start), until=Offset(piece.end)):
-                yield from rows(piece.stream, piece.content_type, batch, partition.as_text)
+        return read_slice(partition)
 
 
-def _heads(options: ReadOptions) -> dict[str, StreamInfo]:
+def read_slice(partition: SlicePartition) -> Iterator[tuple]:
+    """The rows of one stream's range (on an executor)."""
+    piece = partition.slice
+    with DurableStream(piece.url) as stream:
+        for batch in stream.read(Offset(piece.start), until=Offset(piece.end)):
+            yield from rows(piece.stream, piece.content_type, batch, partition.as_text)
+
+
+def heads(options: ReadOptions) -> dict[str, StreamInfo]:
+    """Each stream's metadata (its tail and content type), by HEAD."""
     infos = {}
     for stream in options.streams:
         with DurableStream(options.stream_url(stream)) as handle:
@@ -75,4 +92,4 @@ def _heads(options: ReadOptions) -> dict[str, StreamInfo]:
 
 
 def _content_types(options: ReadOptions) -> dict[str, str]:
-    return {stream: info.content_type for stream, info in _heads(options).items()}
+    return {stream: info.content_type for stream, info in heads(options).items()}

@@ -6,6 +6,7 @@ import pytest
 
 from core.client import Batch, Offset
 from pipeline import OptionError, ReadOptions, StreamSlice, plan_slices
+from pipeline._admission import FIRST, Budget, admitted_end, canonical
 from pipeline._rows import message_type, rows
 
 URL = "http://h/v1/stream"
@@ -85,3 +86,46 @@ def test_bytes_and_text_are_a_row_per_read() -> None:
     assert list(rows("s", "image/png", batch("-1", 0, b""), as_text=False)) == []
     assert message_type(["application/json", "text/csv; charset=utf-8"]) == "STRING"
     assert message_type(["application/json", "application/octet-stream"]) == "BINARY"
+
+
+# ---------------------------------------------------------------- streaming admission
+
+
+def test_offsets_are_canonical() -> None:
+    assert list(canonical({"b": "-1", "a": token(4)}).items()) == [("a", token(4)), ("b", FIRST)]
+    assert token(0) == FIRST
+
+
+@pytest.mark.parametrize(
+    ("budget", "streams", "shares"),
+    [
+        (Budget(rows=10), 3, [Budget(rows=4), Budget(rows=3), Budget(rows=3)]),
+        (Budget(rows=2), 3, [Budget(rows=1), Budget(rows=1), Budget(rows=1)]),  # at least one
+        (Budget(bytes=100), 2, [Budget(bytes=50), Budget(bytes=50)]),
+        (Budget(), 2, [Budget(), Budget()]),
+    ],
+)
+def test_a_budget_is_shared_between_streams(budget: Budget, streams: int, shares: list) -> None:
+    assert budget.shares(streams) == shares
+
+
+PENDING = [(token(10), 10), (token(25), 15), (token(30), 5)]
+
+
+@pytest.mark.parametrize(
+    ("budget", "end"),
+    [
+        (Budget(), token(30)),
+        (Budget(rows=2), token(25)),
+        (Budget(bytes=25), token(25)),
+        (Budget(bytes=24), token(10)),
+        (Budget(bytes=1), token(10)),  # one row even when it alone is over: always move on
+        (Budget(rows=5, bytes=12), token(10)),
+    ],
+)
+def test_a_batch_takes_what_the_budget_allows(budget: Budget, end: str) -> None:
+    assert admitted_end(token(0), iter(PENDING), budget) == end
+
+
+def test_nothing_pending_stays_where_it_is() -> None:
+    assert admitted_end(token(7), iter([]), Budget(rows=3)) == token(7)
