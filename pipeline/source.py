@@ -21,13 +21,15 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.types import StructType
 
 from core.client import DurableStream, Offset, StreamInfo
 
-from ._plan import ReadOptions, StreamSlice, plan_slices
+from ._plan import OptionError, ReadOptions, StreamSlice, plan_slices
 from ._rows import message_type, rows, schema_ddl
 
 
@@ -50,6 +52,18 @@ class DurableStreamsDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return BatchReader(ReadOptions.parse(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from .sink import BatchWriter, SinkOptions
+
+        _check_sink_schema(schema, overwrite)
+        return BatchWriter(SinkOptions.parse(self.options).for_stream())
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from .sink import SinkOptions, StreamWriter
+
+        _check_sink_schema(schema, overwrite)
+        return StreamWriter(SinkOptions.parse(self.options).for_stream())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .streaming import StreamReader
@@ -80,6 +94,13 @@ def read_slice(partition: SlicePartition) -> Iterator[tuple]:
     with DurableStream(piece.url) as stream:
         for batch in stream.read(Offset(piece.start), until=Offset(piece.end)):
             yield from rows(piece.stream, piece.content_type, batch, partition.as_text)
+
+
+def _check_sink_schema(schema: StructType, overwrite: bool) -> None:
+    if overwrite:
+        raise OptionError("a stream is append-only: use mode 'append', not 'overwrite'")
+    if "message" not in schema.fieldNames():
+        raise OptionError("the DataFrame needs a 'message' column (string or binary) to append")
 
 
 def heads(options: ReadOptions) -> dict[str, StreamInfo]:

@@ -1,0 +1,101 @@
+"""The `durable_streams` sink: a DataFrame's `message` column appended to one stream, exactly
+once, by one idempotent producer per query and partition.
+
+Producer `<sinkId>-<partition>` writes micro-batch N at epoch N, numbering its requests from 0
+and cutting them by size only (never by time), so a micro-batch replayed after a crash sends
+the same messages under the same epoch and sequence numbers, and the server drops what it
+already has. A batch write uses the epoch given by the `epoch` option (default 0): running the
+same job again with the same `sinkId` and epoch appends nothing new.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import Row
+
+from core.client import DurableStream, ProducerSettings, SyncIdempotentProducer
+from core.client._wire import is_json
+
+from ._plan import OptionError
+
+# Requests are cut when this many bytes are buffered; no linger, so cuts depend on the data only.
+CHUNK_BYTES = 256 * 1024
+_NEVER = 1e9  # seconds: the producer sends only when a chunk is full or at the flush
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    url: str  # the stream's URL
+    sink_id: str
+    epoch: int
+    json_stream: bool = False  # whether messages are JSON texts to append as values
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SinkOptions:
+        base = (options.get("url") or "").rstrip("/")
+        stream = (options.get("stream") or "").strip("/")
+        if not base.startswith(("http://", "https://")) or not stream:
+            raise OptionError("options 'url' (the streams' base URL) and 'stream' are required")
+        sink_id = options.get("sinkid") or ""
+        if not sink_id or not all(c.isalnum() or c in "-_." for c in sink_id):
+            raise OptionError("option 'sinkId' is required: letters, digits, '-', '_' or '.'")
+        epoch = options.get("epoch", "0")
+        if not epoch.isdigit():
+            raise OptionError(f"option 'epoch' must be a whole number, not {epoch!r}")
+        return cls(f"{base}/{stream}", sink_id, int(epoch))
+
+    def for_stream(self) -> SinkOptions:
+        """These options with the stream's kind, looked up by HEAD (on the driver)."""
+        with DurableStream(self.url) as stream:
+            json_stream = is_json(stream.head().content_type)
+        return SinkOptions(self.url, self.sink_id, self.epoch, json_stream)
+
+
+@dataclass
+class Written(WriterCommitMessage):
+    partition: int
+    messages: int
+
+
+def write_partition(options: SinkOptions, epoch: int, rows: Iterator[Row]) -> Written:
+    """Append the rows' messages as producer `<sinkId>-<partition>` at `epoch` (executor)."""
+    partition = TaskContext.get().partitionId()
+    settings = ProducerSettings(linger=_NEVER, max_batch_bytes=CHUNK_BYTES)
+    producer = SyncIdempotentProducer(
+        options.url, f"{options.sink_id}-{partition}", epoch=epoch, settings=settings
+    )
+    count = 0
+    try:
+        for row in rows:
+            message = row["message"]
+            producer.append(json.loads(message) if options.json_stream else message)
+            count += 1
+        producer.flush()
+    finally:
+        producer.detach()
+    return Written(partition, count)
+
+
+class BatchWriter(DataSourceWriter):
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+        return write_partition(self.options, self.options.epoch, iterator)
+
+
+class StreamWriter(DataSourceStreamWriter):
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+        batch_id = TaskContext.get().getLocalProperty("streaming.sql.batchId")
+        return write_partition(self.options, int(batch_id), iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass  # every partition's messages are acknowledged by the server when write() returns
