@@ -34,6 +34,7 @@ import httpx
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from benchmarks._processes import free_port
 from benchmarks.aws_calls import CallMeter
 from core.cdn import LocalCdn, install_nginx
 from core.config import Settings
@@ -95,7 +96,7 @@ def rig(**settings: Any) -> Iterator[Rig]:
         meter.attach(backend.dynamodb)
         meter.attach(backend.s3)
         counter = RequestCounter(backend.app())
-        port = _free_port()
+        port = free_port()
         server = uvicorn.Server(
             uvicorn.Config(counter, host="127.0.0.1", port=port, log_level="warning")
         )
@@ -104,19 +105,11 @@ def rig(**settings: Any) -> Iterator[Rig]:
         while not server.started:
             time.sleep(0.02)
         try:
-            with LocalCdn(_free_port(), port) as cdn:
+            with LocalCdn(free_port(), port) as cdn:
                 yield Rig(backend, counter, meter, f"http://127.0.0.1:{port}", cdn)
         finally:
             server.should_exit = True
             thread.join(timeout=10)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # ------------------------------------------------------------------ live fan-out

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from core.protocol.offsets import format_offset
-
-FIRST = format_offset(0)
+from ._plan import FIRST
 
 
 def canonical(offsets: Mapping[str, str]) -> dict[str, str]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from core.protocol.offsets import format_offset
 
 BEGINNING = "-1"
+FIRST = format_offset(0)  # this server's first offset: nothing lies before it
 EARLIEST = "earliest"
 LATEST = "latest"
 
@@ -80,10 +81,7 @@ def plan_slices(
     for stream in options.streams:
         start = options.starting.get(stream, BEGINNING)
         end = tails[stream] if options.ending is None else options.ending.get(stream, tails[stream])
-        if end != start and not (start == BEGINNING and end == _ZERO):
+        if end != start and not (start == BEGINNING and end == FIRST):
             url = options.stream_url(stream)
             slices.append(StreamSlice(stream, url, start, end, content_types[stream]))
     return slices
-
-
-_ZERO = format_offset(0)  # this server's first offset: nothing lies before it

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from core.client import Batch
+from core.client._wire import is_json
 from core.protocol.jsonmode import split_messages
 from core.protocol.offsets import format_offset, parse_position
 
@@ -28,7 +29,7 @@ def rows(stream: str, content_type: str, batch: Batch, as_text: bool) -> Iterato
     message's own end (this server's offsets count the bytes of the messages before them)."""
     if not batch.data:
         return
-    if not _is_json(content_type):
+    if not is_json(content_type):
         message = batch.data.decode() if as_text else batch.data
         yield (stream, batch.next_offset.token, message, content_type)
         return
@@ -45,10 +46,5 @@ def _start_position(batch: Batch) -> int:
     return 0 if batch.offset.is_beginning else parse_position(batch.offset.token)
 
 
-def _is_json(content_type: str) -> bool:
-    return content_type.split(";")[0].strip().lower() == "application/json"
-
-
 def _is_textual(content_type: str) -> bool:
-    media = content_type.split(";")[0].strip().lower()
-    return media == "application/json" or media.startswith("text/")
+    return is_json(content_type) or content_type.strip().lower().startswith("text/")

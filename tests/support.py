@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -13,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks._processes import free_port
 from core.runtime import Backend
 from core.storage import DynamoStore
 
@@ -35,12 +35,6 @@ def store_on(backend: Backend, **options: Any) -> DynamoStore:
     return DynamoStore(
         backend.dynamodb, backend.s3, backend.settings.table, backend.settings.bucket, **options
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class ServerProcess:

@@ -88,8 +88,8 @@ class IdempotentProducer:
         if it is not JSON). Empty bytes or text add nothing to a byte stream and are not sent.
         Waits while too much is buffered."""
         if self._json is None:
-            self._json = wire.is_json(await self._stream_type())
-        piece = _encode(value, self._json)
+            await self._stream_type()
+        piece = _encode(value, bool(self._json))
         async with self._changed:
             if self._stopped:
                 raise DurableStreamError("the producer has been closed or detached")
@@ -125,8 +125,8 @@ class IdempotentProducer:
         producer's sequence, so a retried close is deduplicated. Refuses to close over a
         failed batch."""
         await self.flush()
-        content_type = await self._stream_type()
-        json_stream = wire.is_json(content_type)
+        await self._stream_type()
+        json_stream = bool(self._json)
         body = (
             b"" if final is None else wire.join_bodies([_encode(final, json_stream)], json_stream)
         )
@@ -152,7 +152,7 @@ class IdempotentProducer:
     def _cut(self) -> None:
         if not self._pieces:
             return
-        body = wire.join_bodies(self._pieces, wire.is_json(self._content_type))
+        body = wire.join_bodies(self._pieces, bool(self._json))
         self._state.enqueue(Batch(body, len(self._pieces)))
         self._pieces, self._piece_bytes = [], 0
         self._cuts += 1
@@ -222,8 +222,10 @@ class IdempotentProducer:
         return _judge(response, retry, send.batch.attempts)
 
     async def _stream_type(self) -> str:
+        """The stream's content type, looked up once; `_json` is set with it."""
         if self._content_type is None:
             self._content_type = self.stream.content_type or (await self.stream.head()).content_type
+            self._json = wire.is_json(self._content_type)
         return self._content_type
 
 
