@@ -11,6 +11,7 @@ from starlette.responses import Response
 
 from .config import Settings
 from .http import responses
+from .http.listing import list_streams
 from .http.middleware import AccessLog, DefaultHeaders
 from .http.streams import StreamEndpoints
 from .http.wakeups import Wakeups
@@ -53,6 +54,10 @@ def create_app(
             "storage is busy; retry shortly",
             {"Retry-After": str(max(settings.retry_after_seconds, exc.retry_after))},
         )
+
+    @app.get(settings.base_path)
+    async def listing(request: Request) -> Response:
+        return await list_streams(request, store)
 
     @app.api_route(settings.base_path + "/{path:path}", methods=_METHODS)
     async def stream(request: Request, path: str) -> Response:

@@ -1,14 +1,17 @@
 """The Spark pipeline: the `durable_streams` PySpark data source (install with the `spark`
 extra so that Spark's Python workers can import it)."""
 
-from ._plan import OptionError, ReadOptions, StreamSlice, plan_slices
+from ._plan import DataLoss, OptionError, Origin, ReadOptions, StreamSlice, StreamState, plan_slices
 from .source import DurableStreamsDataSource
 
 __all__ = [
+    "DataLoss",
     "DurableStreamsDataSource",
     "OptionError",
+    "Origin",
     "ReadOptions",
     "StreamSlice",
+    "StreamState",
     "plan_slices",
     "register",
 ]

@@ -3,48 +3,53 @@ byte and text streams (which have no message boundaries). Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
-from core.client import Batch
 from core.client._wire import is_json
-from core.protocol.jsonmode import split_messages
-from core.protocol.offsets import format_offset, parse_position
+from core.protocol.offsets import format_offset
+from core.storage import ReadBatch
 
 SCHEMA_FIELDS = ("stream", "offset", "message", "content_type")
+VALUE_FIELD = "value"  # the parsed message, with the `jsonSchema` option
 
 
 def message_type(content_types: list[str]) -> str:
     """STRING when every stream read is JSON or text, BINARY otherwise."""
-    textual = all(_is_textual(content_type) for content_type in content_types)
+    textual = all(is_textual(content_type) for content_type in content_types)
     return "STRING" if textual else "BINARY"
 
 
-def schema_ddl(content_types: list[str]) -> str:
+def schema_ddl(content_types: list[str], json_schema: str | None = None) -> str:
     kind = message_type(content_types)
-    return f"stream STRING, offset STRING, message {kind}, content_type STRING"
+    ddl = f"stream STRING, offset STRING, message {kind}, content_type STRING"
+    return ddl if json_schema is None else f"{ddl}, {VALUE_FIELD} STRUCT<{json_schema}>"
 
 
-def rows(stream: str, content_type: str, batch: Batch, as_text: bool) -> Iterator[tuple]:
+def rows(
+    stream: str,
+    content_type: str,
+    batch: ReadBatch,
+    as_text: bool,
+    parse: Callable[[bytes], Any] | None = None,
+) -> Iterator[tuple]:
     """The rows of one batch. `offset` is the offset after the row's message: for JSON, each
-    message's own end (this server's offsets count the bytes of the messages before them)."""
-    if not batch.data:
+    message's own end (this server's offsets count the bytes of the messages before them).
+    With `parse`, each JSON row also carries the parsed message."""
+    if batch.messages is None:
+        if batch.data:
+            message = batch.data.decode() if as_text else batch.data
+            yield (stream, format_offset(batch.end), message, content_type)
         return
-    if not is_json(content_type):
-        message = batch.data.decode() if as_text else batch.data
-        yield (stream, batch.next_offset.token, message, content_type)
-        return
-    position = _start_position(batch)
-    for raw in split_messages(batch.data, allow_empty_array=True):
-        position += len(raw)
+    at = batch.start
+    for raw in batch.messages:
+        at += len(raw)
         message = raw.decode() if as_text else raw
-        yield (stream, format_offset(position), message, content_type)
-    if format_offset(position) != batch.next_offset.token:
-        raise ValueError(f"{stream}: messages end at {position}, the read at {batch.next_offset}")
+        row = (stream, format_offset(at), message, content_type)
+        yield row if parse is None else (*row, parse(raw))
+    if at != batch.end:
+        raise ValueError(f"{stream}: messages end at {at}, the read at {batch.end}")
 
 
-def _start_position(batch: Batch) -> int:
-    return 0 if batch.offset.is_beginning else parse_position(batch.offset.token)
-
-
-def _is_textual(content_type: str) -> bool:
+def is_textual(content_type: str) -> bool:
     return is_json(content_type) or content_type.strip().lower().startswith("text/")

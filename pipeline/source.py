@@ -1,15 +1,17 @@
-"""The `durable_streams` PySpark data source: batch reads of streams over HTTP.
+"""The `durable_streams` PySpark data source: batch reads of streams.
 
     spark.dataSource.register(DurableStreamsDataSource)
     df = (spark.read.format("durable_streams")
           .option("url", "http://127.0.0.1:4437/v1/stream")
-          .option("streams", "orders,payments")          # or .option("stream", "orders")
+          .option("streams", "orders,payments")          # or "stream", or "prefix"
           .option("startingOffsets", '{"orders": "0000000000000000_0000000000000420"}')
           .load())
 
-Each stream's range is fixed when the query is planned (up to its tail then, or to
-`endingOffsets`) and read with bounded reads (`until`), so the partitions read exactly that
-range however much is appended meanwhile. One partition per stream.
+Streams are read over HTTP (`url`) or straight from the store (`table` and `bucket`, plus
+`endpoint` for an emulator). Each stream's range is fixed when the query is planned (up to
+its tail then, or to `endingOffsets`) and read with bounded reads, so the partitions read
+exactly that range however much is appended meanwhile: one partition per stream, or per
+offset range of about `bytesPerPartition` bytes when reading the store directly.
 """
 
 from __future__ import annotations
@@ -27,18 +29,32 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from core.client import DurableStream, Offset, StreamInfo
+from core.client import StreamGone, StreamNotFound
+from core.client._wire import is_json
 
-from ._plan import OptionError, ReadOptions, StreamSlice, plan_slices
-from ._rows import message_type, rows, schema_ddl
+from ._access import access
+from ._json_values import SUPPORTED, parser, unsupported
+from ._plan import (
+    DataLoss,
+    OptionError,
+    Origin,
+    ReadOptions,
+    StreamSlice,
+    StreamState,
+    plan_slices,
+)
+from ._rows import VALUE_FIELD, rows, schema_ddl
 
 
 @dataclass
 class SlicePartition(InputPartition):
     """Everything a partition's read needs travels with it (it runs in another process)."""
 
+    origin: Origin
     slice: StreamSlice
     as_text: bool
+    value_type: StructType | None  # parse JSON messages into this (`jsonSchema`)
+    fail_on_data_loss: bool = True
 
 
 class DurableStreamsDataSource(DataSource):
@@ -47,8 +63,11 @@ class DurableStreamsDataSource(DataSource):
         return "durable_streams"
 
     def schema(self) -> str:
-        options = ReadOptions.parse(self.options)
-        return schema_ddl(list(_content_types(options).values()))
+        options, states, _ = resolve(ReadOptions.parse(self.options))
+        content_types = [state.content_type for state in states.values() if state is not None]
+        if options.json_schema is not None and not all(map(is_json, content_types)):
+            raise OptionError("jsonSchema parses JSON streams only; some streams read are not")
+        return schema_ddl(content_types, options.json_schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return BatchReader(ReadOptions.parse(self.options), schema)
@@ -68,32 +87,70 @@ class DurableStreamsDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .streaming import StreamReader
 
-        as_text = schema["message"].dataType.typeName() == "string"
-        return StreamReader(ReadOptions.parse(self.options), dict(self.options), as_text)
+        return StreamReader(ReadOptions.parse(self.options), dict(self.options), schema)
 
 
 class BatchReader(DataSourceReader):
     def __init__(self, options: ReadOptions, schema: StructType) -> None:
-        infos = heads(options)
-        content_types = {stream: info.content_type for stream, info in infos.items()}
-        tails = {stream: info.next_offset.token for stream, info in infos.items()}
-        self.slices = plan_slices(options, tails, content_types)
-        self.as_text = message_type(list(content_types.values())) == "STRING"
+        options, states, listed = resolve(options)
+        self.slices = plan_slices(options, states, listed)
+        if options.partition_bytes is not None:
+            origin = access(options.origin)
+            self.slices = [p for s in self.slices for p in origin.split(s, options.partition_bytes)]
+        self.options = options
+        self.as_text, self.value_type = value_types(schema)
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [SlicePartition(piece, self.as_text) for piece in self.slices]
+        return [
+            SlicePartition(
+                self.options.origin,
+                piece,
+                self.as_text,
+                self.value_type,
+                self.options.fail_on_data_loss,
+            )
+            for piece in self.slices
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         assert isinstance(partition, SlicePartition)
         return read_slice(partition)
 
 
+def resolve(options: ReadOptions) -> tuple[ReadOptions, dict[str, StreamState | None], list[str]]:
+    """The options with the streams under the prefix added, what each stream is now (None:
+    not there), and the streams that were only listed."""
+    origin = access(options.origin)
+    listed = origin.list(options.prefix) if options.prefix is not None else []
+    only_listed = [stream for stream in listed if stream not in options.streams]
+    options = options.with_listed(listed)
+    states = {stream: origin.state(stream) for stream in options.streams}
+    return options, states, only_listed
+
+
+def value_types(schema: StructType) -> tuple[bool, StructType | None]:
+    """Whether messages are read as text, and the type of parsed messages (if asked for)."""
+    as_text = schema["message"].dataType.typeName() == "string"
+    if VALUE_FIELD not in schema.fieldNames():
+        return as_text, None
+    value_type = schema[VALUE_FIELD].dataType
+    assert isinstance(value_type, StructType)
+    bad = unsupported(value_type)
+    if bad:
+        raise OptionError(f"jsonSchema cannot parse into {', '.join(bad)}; it takes {SUPPORTED}")
+    return as_text, value_type
+
+
 def read_slice(partition: SlicePartition) -> Iterator[tuple]:
     """The rows of one stream's range (on an executor)."""
     piece = partition.slice
-    with DurableStream(piece.url) as stream:
-        for batch in stream.read(Offset(piece.start), until=Offset(piece.end)):
-            yield from rows(piece.stream, piece.content_type, batch, partition.as_text)
+    parse = parser(partition.value_type) if partition.value_type is not None else None
+    try:
+        for batch in access(partition.origin).read(piece):
+            yield from rows(piece.stream, piece.content_type, batch, partition.as_text, parse)
+    except (StreamNotFound, StreamGone) as exc:
+        if partition.fail_on_data_loss:
+            raise DataLoss(f"{exc}; set failOnDataLoss=false to read on without it") from exc
 
 
 def _check_sink_schema(schema: StructType, overwrite: bool) -> None:
@@ -101,16 +158,3 @@ def _check_sink_schema(schema: StructType, overwrite: bool) -> None:
         raise OptionError("a stream is append-only: use mode 'append', not 'overwrite'")
     if "message" not in schema.fieldNames():
         raise OptionError("the DataFrame needs a 'message' column (string or binary) to append")
-
-
-def heads(options: ReadOptions) -> dict[str, StreamInfo]:
-    """Each stream's metadata (its tail and content type), by HEAD."""
-    infos = {}
-    for stream in options.streams:
-        with DurableStream(options.stream_url(stream)) as handle:
-            infos[stream] = handle.head()
-    return infos
-
-
-def _content_types(options: ReadOptions) -> dict[str, str]:
-    return {stream: info.content_type for stream, info in heads(options).items()}

@@ -18,22 +18,24 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
+from pyspark.sql.types import StructType
 
-from core.client import DurableStream, Offset
-
+from ._access import access
 from ._admission import Budget, admitted_end, canonical
-from ._plan import OptionError, ReadOptions, StreamSlice
+from ._plan import FIRST, ReadOptions, StreamSlice, lost, position, positive_option
 from ._rows import rows
-from .source import SlicePartition, heads, read_slice
+from .source import SlicePartition, read_slice, resolve, value_types
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: ReadOptions, settings: dict[str, str], as_text: bool) -> None:
-        self.options = options
-        self.as_text = as_text
+    def __init__(self, options: ReadOptions, settings: dict[str, str], schema: StructType) -> None:
+        # Streams under a prefix are listed once, when the query starts.
+        self.options, _, _ = resolve(options)
+        self.access = access(self.options.origin)
+        self.as_text, self.value_type = value_types(schema)
         self.budget = Budget(
-            rows=_positive(settings, "maxmessagespertrigger"),
-            bytes=_positive(settings, "maxbytespertrigger"),
+            rows=positive_option(settings, "maxmessagespertrigger"),
+            bytes=positive_option(settings, "maxbytespertrigger"),
         )
         self.target: dict[str, str] | None = None  # AvailableNow: the tails when it started
         self.content_types: dict[str, str] = {}
@@ -52,13 +54,15 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target = self._tails()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        # Streams the checkpoint does not know yet (added to the options, or newly under the
+        # prefix) start at their beginning.
+        start = canonical({**{s: FIRST for s in self.options.streams}, **start})
         tails = self.target if self.target is not None else self._tails()
-        budget = self.budget
-        if isinstance(limit, ReadAllAvailable):
-            budget = Budget()
+        tails = {s: tail for s, tail in tails.items() if self._readable(s, start[s], tail)}
+        budget = Budget() if isinstance(limit, ReadAllAvailable) else self.budget
         ends = dict(tails)
         if not budget.unlimited:
-            pending = [s for s in sorted(tails) if tails[s] != start.get(s)]
+            pending = [s for s in sorted(tails) if tails[s] != start[s]]
             for stream, share in zip(pending, budget.shares(len(pending) or 1), strict=False):
                 ends[stream] = self._admit(stream, start[stream], tails[stream], share)
         return canonical({s: ends.get(s, start[s]) for s in start})
@@ -68,17 +72,15 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._tails()
         return [
             SlicePartition(
-                StreamSlice(
-                    stream,
-                    self.options.stream_url(stream),
-                    start[stream],
-                    end[stream],
-                    self.content_types[stream],
-                ),
+                self.options.origin,
+                StreamSlice(stream, start.get(stream, FIRST), end[stream], content_type),
                 self.as_text,
+                self.value_type,
+                self.options.fail_on_data_loss,
             )
             for stream in sorted(end)
-            if end[stream] != start.get(stream)
+            if end[stream] != start.get(stream, FIRST)
+            and (content_type := self.content_types.get(stream)) is not None
         ]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
@@ -89,27 +91,32 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pass  # nothing to acknowledge: the checkpoint is the reader's only state
 
     def _tails(self) -> dict[str, str]:
-        infos = heads(self.options)
-        self.content_types = {stream: info.content_type for stream, info in infos.items()}
-        return canonical({stream: info.next_offset.token for stream, info in infos.items()})
+        """The tail of each stream still there (a missing one is data loss)."""
+        tails = {}
+        for stream in self.options.streams:
+            state = self.access.state(stream)
+            if state is None:
+                lost(self.options, f"stream {stream!r} was deleted while the query ran")
+                continue
+            self.content_types[stream] = state.content_type
+            tails[stream] = state.tail
+        return canonical(tails)
+
+    def _readable(self, stream: str, start: str, tail: str) -> bool:
+        """False for a stream now shorter than where the query stands in it (re-created)."""
+        if (position(tail) or 0) >= (position(start) or 0):
+            return True
+        lost(self.options, f"stream {stream!r} ends before {start} (deleted and re-created?)")
+        return False
 
     def _admit(self, stream: str, start: str, tail: str, share: Budget) -> str:
         """Read ahead on the driver to find where `share` of the pending rows ends."""
         content_type = self.content_types[stream]
 
         def pending() -> Iterator[tuple[str, int]]:
-            with DurableStream(self.options.stream_url(stream)) as handle:
-                for batch in handle.read(Offset(start), until=Offset(tail)):
-                    for row in rows(stream, content_type, batch, as_text=False):
-                        yield row[1], len(row[2])
+            piece = StreamSlice(stream, start, tail, content_type)
+            for batch in self.access.read(piece):
+                for row in rows(stream, content_type, batch, as_text=False):
+                    yield row[1], len(row[2])
 
         return admitted_end(start, pending(), share)
-
-
-def _positive(settings: dict[str, str], name: str) -> int | None:
-    value = settings.get(name)
-    if value is None:
-        return None
-    if not value.strip().isdigit() or int(value) < 1:
-        raise OptionError(f"{name} must be a positive whole number, not {value!r}")
-    return int(value)

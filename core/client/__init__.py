@@ -19,7 +19,7 @@ from ._producer import (
     SyncIdempotentProducer,
 )
 from ._retry import RetryPolicy
-from ._sync import DurableStream
+from ._sync import DurableStream, list_streams
 from ._wire import Batch, Live, StreamInfo
 
 __all__ = [
@@ -42,4 +42,5 @@ __all__ = [
     "StreamNotFound",
     "SyncIdempotentProducer",
     "Unavailable",
+    "list_streams",
 ]

@@ -222,3 +222,17 @@ def _body(data: bytes | str | list[Any], content_type: str | None) -> tuple[str,
     if isinstance(data, str):
         return content_type or "text/plain", data.encode()
     return content_type or "application/octet-stream", bytes(data)
+
+
+def list_streams(base_url: str, prefix: str = "", **options: Any) -> Iterator[str]:
+    """The paths of the streams under `prefix` on a server at `base_url` (the URL stream paths
+    are relative to, such as http://host/v1/stream), through this server's listing extension.
+    Options are those of `DurableStream` (headers, retry, client...)."""
+    with DurableStream(base_url.rstrip("/"), **options) as lister:
+        params = {"prefix": prefix}
+        while True:
+            page = lister._send(Request("GET", params=params)).json()
+            yield from page["streams"]
+            if page["next"] is None:
+                return
+            params = {"prefix": prefix, "cursor": page["next"]}

@@ -15,6 +15,7 @@ from .model import (
     Segment,
     StoreUnavailable,
     StreamInfo,
+    StreamPage,
 )
 
 __all__ = [
@@ -32,5 +33,6 @@ __all__ = [
     "Segment",
     "StoreUnavailable",
     "StreamInfo",
+    "StreamPage",
     "StreamStore",
 ]

@@ -178,6 +178,34 @@ class ChunkStore:
         taken = [raw[a - base : b - base] for a, b in bounds]
         return taken, bounds[-1][1], budget
 
+    def boundaries(self, info: StreamInfo, start: int, end: int) -> Iterator[int]:
+        """The positions strictly between `start` and `end` where stored chunks end, in order:
+        every one is a message boundary, so a range may be split there (a bulk job's
+        partitions). Only keys are read."""
+        for segment in info.segments():
+            if segment.end <= start or segment.start >= end:
+                continue
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+                "ExpressionAttributeValues": {
+                    ":pk": items.s(items.chunk_partition(segment.incarnation)),
+                    ":lo": items.s(items.chunk_sort_key(max(start, segment.start) + 1)),
+                    ":hi": items.s(items.chunk_sort_key(min(end, segment.end) - 1)),
+                },
+                "ProjectionExpression": "sk",
+            }
+            while True:
+                response = call(self.dynamodb.query, **request)
+                for item in response.get("Items", []):
+                    yield int(item["sk"]["S"].removeprefix("c#"))
+                last = response.get("LastEvaluatedKey")
+                if not last:
+                    break
+                request["ExclusiveStartKey"] = last
+            if start < segment.end < end:
+                yield segment.end  # where a fork's inherited range gives way to the next
+
     def _chunks(self, segment: Segment, position: int) -> Iterator[Chunk]:
         """Chunks of one incarnation that end after `position` and start before the segment
         ends. Stopping at the segment's end keeps out chunks committed after the metadata we

@@ -9,6 +9,9 @@ One table holds everything:
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import struct
 import zlib
 from typing import Any
@@ -20,6 +23,7 @@ from .model import Segment, StreamInfo
 
 Item = dict[str, Any]
 META = "meta"
+STREAM_PREFIX = "s#"
 RETIRE_SHARDS = 16
 _POSITION_WIDTH = 16
 
@@ -43,11 +47,11 @@ def _key(partition: str, sort: str) -> Item:
 
 
 def stream_key(path: str) -> Item:
-    return _key(f"s#{path}", META)
+    return _key(STREAM_PREFIX + path, META)
 
 
 def producer_key(path: str, producer_id: str) -> Item:
-    return _key(f"s#{path}", f"p#{producer_id}")
+    return _key(STREAM_PREFIX + path, f"p#{producer_id}")
 
 
 def chunk_partition(incarnation: str) -> str:
@@ -140,6 +144,34 @@ def decode_stream(path: str, item: Item) -> StreamInfo:
         ref_count=_int(item, "refs"),
         # Absent on streams written before windows were kept: every read then renews.
         renew_window=_num(item, "rw") or 0.0,
+    )
+
+
+def encode_page_cursor(last_key: Item) -> str:
+    """A listing's resume point (the scan's last key) as an opaque URL-safe token."""
+    plain = {name: value["S"] for name, value in last_key.items()}
+    return base64.urlsafe_b64encode(json.dumps(plain, sort_keys=True).encode()).decode()
+
+
+def decode_page_cursor(cursor: str) -> Item | None:
+    """The scan key a cursor stands for; None when it is not one this table minted."""
+    try:
+        plain = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, binascii.Error, UnicodeError):
+        return None
+    if (
+        not isinstance(plain, dict)
+        or set(plain) != {"pk", "sk"}
+        or not all(isinstance(value, str) for value in plain.values())
+    ):
+        return None
+    return _key(plain["pk"], plain["sk"]) if _fits(plain["pk"], plain["sk"]) else None
+
+
+def _fits(partition: str, sort: str) -> bool:
+    return (
+        utf8_length(partition) <= DYNAMODB_PARTITION_KEY_BYTES
+        and utf8_length(sort) <= DYNAMODB_SORT_KEY_BYTES
     )
 
 

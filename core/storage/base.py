@@ -13,6 +13,7 @@ from .model import (
     Presence,
     ReadBatch,
     StreamInfo,
+    StreamPage,
 )
 
 
@@ -20,6 +21,9 @@ class StreamStore(Protocol):
     def get(self, path: str) -> StreamInfo | None:
         """A consistent snapshot of a live stream (soft-deleted ones included); None if absent
         or expired."""
+
+    def list_streams(self, prefix: str, cursor: str | None, page_items: int) -> StreamPage:
+        """Live streams under `prefix`, a page at a time from `cursor` (None: the start)."""
 
     def create(self, path: str, spec: CreateSpec) -> CreateOutcome:
         """Create the stream, or report the one already at `path`."""

@@ -48,6 +48,7 @@ from .model import (
     ReadBatch,
     StoreUnavailable,
     StreamInfo,
+    StreamPage,
 )
 
 # Consecutive throttled reads one append sits out (backing off 25 ms, 50 ms, ... 3.2 s).
@@ -145,6 +146,34 @@ class DynamoStore:
         with contextlib.suppress(StoreUnavailable):
             self.finish_lifecycle(info)
         return replace(info, soft_deleted=True) if info.ref_count > 0 else None
+
+    def list_streams(self, prefix: str, cursor: str | None, page_items: int) -> StreamPage:
+        """The live streams whose paths start with `prefix`, one scan page at a time (a scan
+        page reads at most `page_items` items of any kind, so a page may hold no stream yet
+        still have a cursor). ValueError for a cursor this store did not mint."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "Limit": page_items,
+            "FilterExpression": "begins_with(pk, :prefix) AND sk = :meta",
+            "ExpressionAttributeValues": {
+                ":prefix": items.s(items.STREAM_PREFIX + prefix),
+                ":meta": items.s(items.META),
+            },
+        }
+        if cursor is not None:
+            start = items.decode_page_cursor(cursor)
+            if start is None:
+                raise ValueError("not a listing cursor of this store")
+            request["ExclusiveStartKey"] = start
+        response = call(self.dynamodb.scan, **request)
+        paths = []
+        for item in response.get("Items", []):
+            path = item["pk"]["S"].removeprefix(items.STREAM_PREFIX)
+            info = self._live(items.decode_stream(path, item))
+            if info is not None and not info.soft_deleted:
+                paths.append(path)
+        last = response.get("LastEvaluatedKey")
+        return StreamPage(tuple(sorted(paths)), items.encode_page_cursor(last) if last else None)
 
     def _get_raw(self, path: str) -> StreamInfo | None:
         response = call(
@@ -547,6 +576,11 @@ class DynamoStore:
 
     def read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
         return self.chunks.read(info, start, max_bytes)
+
+    def boundaries(self, info: StreamInfo, start: int, end: int) -> Iterator[int]:
+        """Message boundaries strictly between `start` and `end` where a range of the stream
+        may be split (not every one: those where stored chunks end)."""
+        return self.chunks.boundaries(info, start, end)
 
     # ---------------------------------------------------------------- TTL
 

@@ -186,6 +186,14 @@ class ReadBatch:
         return ReadBatch(self.start, end, data=self.data[: end - self.start])
 
 
+@dataclass(frozen=True)
+class StreamPage:
+    """Some of the streams under a prefix, and where the listing goes on (None: it is done)."""
+
+    paths: tuple[str, ...]
+    cursor: str | None
+
+
 class StoreUnavailable(Exception):
     """AWS throttled or failed past the retry budget; the caller should retry later."""
 

@@ -6,16 +6,22 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from support import ROOT, ServerProcess
 
+from core.runtime import use_emulator_credentials
+from infra.emulator import Emulator
+
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+use_emulator_credentials()  # for the executors that read the store directly
 
 
 @pytest.fixture(scope="session")
@@ -45,7 +51,30 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     session.stop()
 
 
+@dataclass(frozen=True)
+class Served:
+    """A `dsaws serve` on the session's emulator: its streams' base URL, and where it stores
+    them (for the direct reads of bulk jobs)."""
+
+    url: str
+    table: str
+    bucket: str
+    endpoint: str
+
+    @property
+    def store_options(self) -> dict[str, str]:
+        return {"table": self.table, "bucket": self.bucket, "endpoint": self.endpoint}
+
+
 @pytest.fixture(scope="module")
-def streams_url() -> Iterator[str]:
-    with ServerProcess("--long-poll-timeout", "1") as server:
-        yield f"{server.base_url}/v1/stream"
+def served(emulator: Emulator) -> Iterator[Served]:
+    suffix = uuid.uuid4().hex[:12]
+    table, bucket = f"t-{suffix}", f"b-{suffix}"
+    env = {"AWS_ENDPOINT_URL": emulator.endpoint, "DS_TABLE": table, "DS_BUCKET": bucket}
+    with ServerProcess("--aws", "--long-poll-timeout", "1", env=env) as server:
+        yield Served(f"{server.base_url}/v1/stream", table, bucket, emulator.endpoint)
+
+
+@pytest.fixture(scope="module")
+def streams_url(served: Served) -> str:
+    return served.url

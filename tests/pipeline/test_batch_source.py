@@ -75,12 +75,15 @@ def test_starting_and_ending_offsets_bound_the_read(spark: Any, streams_url: str
         ({"url": "ftp://nope"}, "url"),
         ({}, "stream"),
         ({"stream": "x", "startingOffsets": "[1]"}, "startingOffsets"),
-        ({"stream": "x", "endingOffsets": '{"y": "0"}'}, "not read"),
+        ({"stream": "x", "endingOffsets": '{"y": "-1"}'}, "not read"),
+        ({"stream": "missing"}, "'missing' does not exist"),
+        ({"stream": "x", "jsonSchema": "id INT"}, "JSON streams only"),
     ],
 )
 def test_bad_options_are_refused_with_a_clear_message(
     spark: Any, streams_url: str, options: dict[str, str], message: str
 ) -> None:
+    create(f"{streams_url}/x", "text/plain", [])
     reader = spark.read.format("durable_streams")
     if "url" not in options and message != "url":
         reader = reader.option("url", streams_url)

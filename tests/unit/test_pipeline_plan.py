@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from core.client import Batch, Offset
-from pipeline import OptionError, ReadOptions, StreamSlice, plan_slices
+from core.storage import ReadBatch
+from pipeline import (
+    DataLoss,
+    OptionError,
+    Origin,
+    ReadOptions,
+    StreamSlice,
+    StreamState,
+    plan_slices,
+)
 from pipeline._admission import FIRST, Budget, admitted_end, canonical
-from pipeline._rows import message_type, rows
+from pipeline._rows import message_type, rows, schema_ddl
 
 URL = "http://h/v1/stream"
 
@@ -18,13 +26,39 @@ def token(position: int) -> str:
 
 def test_options_name_the_streams_and_their_offsets() -> None:
     options = ReadOptions.parse(
-        {"url": URL + "/", "stream": "a", "streams": "b, a,c/", "startingoffsets": '{"b": "x"}'}
+        {
+            "url": URL + "/",
+            "stream": "a",
+            "streams": "b, a,c/",
+            "startingoffsets": f'{{"b": "{token(4)}"}}',
+        }
     )
-    assert options.url == URL and options.streams == ("a", "b", "c")
-    assert options.starting == {"b": "x"} and options.ending is None
-    assert options.stream_url("b") == f"{URL}/b"
+    assert options.origin == Origin(URL) and options.streams == ("a", "b", "c")
+    assert options.starting == {"b": token(4)} and options.ending is None
+    assert options.origin.stream_url("b") == f"{URL}/b"
+    assert options.fail_on_data_loss and options.prefix is None
     latest = ReadOptions.parse({"url": URL, "stream": "a", "endingoffsets": "latest"})
     assert latest.ending is None and latest.starting == {}
+
+
+def test_options_can_name_a_prefix_and_the_store_itself() -> None:
+    options = ReadOptions.parse(
+        {
+            "table": "t",
+            "bucket": "b",
+            "endpoint": "http://127.0.0.1:5000",
+            "prefix": "orders/",
+            "startingoffsets": f'{{"orders/7": "{token(3)}"}}',  # under the prefix: fine
+            "failondataloss": "FALSE",
+            "bytesperpartition": "1048576",
+            "jsonschema": " id INT ",
+        }
+    )
+    assert options.origin == Origin(None, "t", "b", "http://127.0.0.1:5000")
+    assert options.origin.direct and options.prefix == "orders/" and options.streams == ()
+    assert not options.fail_on_data_loss and options.partition_bytes == 1048576
+    assert options.json_schema == "id INT"
+    assert options.with_listed(["orders/2", "orders/1"]).streams == ("orders/1", "orders/2")
 
 
 @pytest.mark.parametrize(
@@ -32,11 +66,16 @@ def test_options_name_the_streams_and_their_offsets() -> None:
     [
         ({"stream": "a"}, "'url' is required"),
         ({"url": "s3://b", "stream": "a"}, "'url' is required"),
-        ({"url": URL}, "'stream' or 'streams'"),
-        ({"url": URL, "streams": " , "}, "'stream' or 'streams'"),
+        ({"url": URL, "table": "t", "bucket": "b", "stream": "a"}, "either 'url'"),
+        ({"table": "t", "stream": "a"}, "both 'table' and 'bucket'"),
+        ({"url": URL}, "'stream', 'streams'"),
+        ({"url": URL, "streams": " , "}, "'stream', 'streams'"),
         ({"url": URL, "stream": "a", "startingoffsets": "nope"}, "startingOffsets must be"),
+        ({"url": URL, "stream": "a", "startingoffsets": '{"a": "5"}'}, "startingOffsets must"),
         ({"url": URL, "stream": "a", "endingoffsets": '{"a": 1}'}, "endingOffsets must be"),
-        ({"url": URL, "stream": "a", "endingoffsets": '{"b": "x"}'}, "not read: b"),
+        ({"url": URL, "stream": "a", "endingoffsets": '{"b": "-1"}'}, "not read: b"),
+        ({"url": URL, "stream": "a", "failondataloss": "yes"}, "true or false"),
+        ({"url": URL, "stream": "a", "bytesperpartition": "0"}, "positive whole number"),
     ],
 )
 def test_options_that_cannot_work_say_why(options: dict[str, str], complaint: str) -> None:
@@ -44,48 +83,76 @@ def test_options_that_cannot_work_say_why(options: dict[str, str], complaint: st
         ReadOptions.parse(options)
 
 
+def states(**tails: int) -> dict[str, StreamState | None]:
+    return {name: StreamState(token(tail), "text/plain") for name, tail in tails.items()}
+
+
 def test_the_plan_covers_each_non_empty_range() -> None:
-    options = ReadOptions.parse({"url": URL, "streams": "a,b,c,d", "startingoffsets": '{"c": "t"}'})
-    tails = {"a": token(5), "b": token(0), "c": "t", "d": token(9)}
-    types = dict.fromkeys(tails, "text/plain")
-    assert plan_slices(options, tails, types) == [
-        StreamSlice("a", f"{URL}/a", "-1", token(5), "text/plain"),
-        StreamSlice("d", f"{URL}/d", "-1", token(9), "text/plain"),
+    options = ReadOptions.parse(
+        {"url": URL, "streams": "a,b,c,d", "startingoffsets": f'{{"c": "{token(3)}"}}'}
+    )
+    assert plan_slices(options, states(a=5, b=0, c=3, d=9)) == [
+        StreamSlice("a", "-1", token(5), "text/plain"),
+        StreamSlice("d", "-1", token(9), "text/plain"),
     ]
     ending = ReadOptions.parse(
         {"url": URL, "stream": "a", "endingoffsets": f'{{"a": "{token(2)}"}}'}
     )
-    assert plan_slices(ending, {"a": token(5)}, {"a": "x/y"})[0].end == token(2)
+    assert plan_slices(ending, states(a=5))[0].end == token(2)
+    with pytest.raises(OptionError, match="ends before"):
+        plan_slices(ending, states(a=1))
 
 
-def batch(start: str, end: int, data: bytes) -> Batch:
-    return Batch(Offset(start), Offset(token(end)), data, None, False, False)
+def test_lost_data_fails_the_read_unless_told_to_read_on() -> None:
+    named = {"url": URL, "streams": "a,b", "startingoffsets": f'{{"b": "{token(8)}"}}'}
+    gone = {**states(b=9), "a": None}
+    shorter = states(a=4, b=2)  # b was re-created and is shorter than where the read stands
+    for found, lost in ((gone, "'a' does not exist"), (shorter, "'b' ends before")):
+        with pytest.raises(DataLoss, match=lost):
+            plan_slices(ReadOptions.parse(named), found)
+    read_on = ReadOptions.parse({**named, "failondataloss": "false"})
+    assert plan_slices(read_on, gone) == [StreamSlice("b", token(8), token(9), "text/plain")]
+    assert plan_slices(read_on, shorter) == [
+        StreamSlice("a", "-1", token(4), "text/plain"),
+        StreamSlice("b", "-1", token(2), "text/plain"),  # the new stream, from its beginning
+    ]
+    listed = ReadOptions.parse({"url": URL, "prefix": "x/"}).with_listed(["x/1", "x/2"])
+    found = {**states(**{"x/1": 3}), "x/2": None}  # deleted since it was listed: not a loss
+    assert plan_slices(listed, found, listed=["x/1", "x/2"]) == [
+        StreamSlice("x/1", "-1", token(3), "text/plain")
+    ]
+
+
+def json_batch(start: int, messages: list[bytes]) -> ReadBatch:
+    return ReadBatch(start, start + sum(map(len, messages)), messages=tuple(messages))
 
 
 def test_json_rows_carry_each_messages_own_offset() -> None:
-    read = batch(token(3), 3 + 8, b'[{"a":1}, 2]')  # messages of 7 and 1 bytes
+    read = json_batch(3, [b'{"a":1}', b"2"])
     assert list(rows("s", "application/json", read, as_text=True)) == [
         ("s", token(10), '{"a":1}', "application/json"),
         ("s", token(11), "2", "application/json"),
     ]
-    from_start = batch("-1", 1, b"[7]")
-    assert list(rows("s", "application/json", from_start, as_text=False)) == [
+    assert list(rows("s", "application/json", json_batch(0, [b"7"]), as_text=False)) == [
         ("s", token(1), b"7", "application/json")
     ]
+    parsed = list(rows("s", "application/json", read, True, parse=lambda raw: len(raw)))
+    assert [row[4] for row in parsed] == [7, 1]
 
 
 def test_a_read_whose_messages_do_not_add_up_is_an_error() -> None:
     with pytest.raises(ValueError, match="messages end at"):
-        list(rows("s", "application/json", batch(token(0), 9, b"[1,2]"), as_text=True))
+        list(rows("s", "application/json", ReadBatch(0, 9, messages=(b"1",)), as_text=True))
 
 
 def test_bytes_and_text_are_a_row_per_read() -> None:
-    assert list(rows("s", "text/plain", batch("-1", 3, b"abc"), as_text=True)) == [
+    assert list(rows("s", "text/plain", ReadBatch(0, 3, data=b"abc"), as_text=True)) == [
         ("s", token(3), "abc", "text/plain")
     ]
-    assert list(rows("s", "image/png", batch("-1", 0, b""), as_text=False)) == []
+    assert list(rows("s", "image/png", ReadBatch(0, 0, data=b""), as_text=False)) == []
     assert message_type(["application/json", "text/csv; charset=utf-8"]) == "STRING"
     assert message_type(["application/json", "application/octet-stream"]) == "BINARY"
+    assert schema_ddl(["application/json"], "id INT").endswith(", value STRUCT<id INT>")
 
 
 # ---------------------------------------------------------------- streaming admission

@@ -1,0 +1,129 @@
+"""Reaching the streams from the driver and from the executors, one way per `Origin`: over HTTP
+(the public API, any deployment) or directly from the DynamoDB table and S3 bucket (a bulk
+job's path: no function in between, and ranges split at stored chunk boundaries).
+
+Both hand back the store's own `ReadBatch` values (positions, and whole messages for JSON),
+so that rows are made one way whatever the origin. Executors build their clients when a
+partition is read: only the `Origin` is pickled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import pairwise
+from typing import Protocol
+
+from core.client import DurableStream, Offset, StreamGone, StreamNotFound, list_streams
+from core.client._wire import is_json
+from core.protocol.jsonmode import split_messages
+from core.protocol.offsets import format_offset
+from core.storage import ReadBatch
+
+from ._plan import Origin, StreamSlice, StreamState, position
+
+# How much one direct read asks the store for (the store's reads are a DynamoDB query page
+# plus ranged S3 GETs, so larger reads mean fewer calls).
+DIRECT_READ_BYTES = 8 * 1024 * 1024
+
+
+class Access(Protocol):
+    def list(self, prefix: str) -> list[str]: ...
+
+    def state(self, stream: str) -> StreamState | None: ...
+
+    def read(self, piece: StreamSlice) -> Iterator[ReadBatch]: ...
+
+    def split(self, piece: StreamSlice, every: int) -> list[StreamSlice]: ...
+
+
+def access(origin: Origin) -> Access:
+    return StorageAccess(origin) if origin.direct else HttpAccess(origin)
+
+
+class HttpAccess:
+    def __init__(self, origin: Origin) -> None:
+        self.origin = origin
+
+    def list(self, prefix: str) -> list[str]:
+        assert self.origin.url is not None
+        return sorted(list_streams(self.origin.url, prefix))
+
+    def state(self, stream: str) -> StreamState | None:
+        with DurableStream(self.origin.stream_url(stream)) as handle:
+            try:
+                info = handle.head()
+            except (StreamNotFound, StreamGone):
+                return None
+        return StreamState(info.next_offset.token, info.content_type)
+
+    def read(self, piece: StreamSlice) -> Iterator[ReadBatch]:
+        json_stream = is_json(piece.content_type)
+        with DurableStream(self.origin.stream_url(piece.stream)) as handle:
+            for batch in handle.read(Offset(piece.start), until=Offset(piece.end)):
+                start = position(batch.offset.token) or 0
+                end = position(batch.next_offset.token) or 0
+                if json_stream:
+                    messages = tuple(split_messages(batch.data, allow_empty_array=True))
+                    yield ReadBatch(start, end, messages=messages)
+                else:
+                    yield ReadBatch(start, end, data=batch.data)
+
+    def split(self, piece: StreamSlice, every: int) -> list[StreamSlice]:
+        # Message boundaries are not known without reading; over HTTP a range is read whole.
+        return [piece]
+
+
+class StorageAccess:
+    def __init__(self, origin: Origin) -> None:
+        from core.storage import DynamoStore
+        from core.storage.aws import AwsSettings, make_clients
+
+        assert origin.table is not None and origin.bucket is not None
+        # An emulator takes any region; real AWS uses the one given, or the environment's.
+        region = origin.region or ("us-east-1" if origin.endpoint else None)
+        aws = AwsSettings(region, origin.endpoint, origin.endpoint, read_timeout=30.0)
+        dynamodb, s3 = make_clients(aws)
+        self.store = DynamoStore(dynamodb, s3, origin.table, origin.bucket)
+
+    def list(self, prefix: str) -> list[str]:
+        paths: list[str] = []
+        cursor: str | None = None
+        while True:
+            page = self.store.list_streams(prefix, cursor, page_items=1000)
+            paths += page.paths
+            if page.cursor is None:
+                return sorted(paths)
+            cursor = page.cursor
+
+    def state(self, stream: str) -> StreamState | None:
+        info = self.store.get(stream)
+        if info is None or info.soft_deleted:
+            return None
+        return StreamState(format_offset(info.tail), info.content_type)
+
+    def read(self, piece: StreamSlice) -> Iterator[ReadBatch]:
+        info = self.store.get(piece.stream)
+        if info is None or info.soft_deleted:
+            raise StreamNotFound(f"stream {piece.stream!r} was deleted while being read")
+        at, end = position(piece.start) or 0, position(piece.end) or 0
+        if end > info.tail:
+            raise StreamNotFound(f"stream {piece.stream!r} was re-created while being read")
+        while at < end:
+            batch = self.store.read(info, at, min(DIRECT_READ_BYTES, end - at)).before(end)
+            if batch.end == at:
+                raise ValueError(f"{piece.stream}: no data between {at} and {end}")
+            yield batch
+            at = batch.end
+
+    def split(self, piece: StreamSlice, every: int) -> list[StreamSlice]:
+        info = self.store.get(piece.stream)
+        if info is None:
+            return [piece]
+        start, end = position(piece.start) or 0, position(piece.end) or 0
+        cuts, last = [], start
+        for boundary in self.store.boundaries(info, start, end):
+            if boundary - last >= every:
+                cuts.append(boundary)
+                last = boundary
+        edges = [piece.start, *(format_offset(cut) for cut in cuts), piece.end]
+        return [StreamSlice(piece.stream, lo, hi, piece.content_type) for lo, hi in pairwise(edges)]
