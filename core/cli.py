@@ -106,6 +106,19 @@ def _gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(arguments: list[str]) -> int:
+    try:
+        from pipeline.export import main as export_main
+    except ImportError as missing:
+        print(
+            f"dsaws export runs Spark ({missing.name} is not installed): "
+            "python3 -m pip install -e '.[spark]'",
+            file=sys.stderr,
+        )
+        return 3
+    return export_main(arguments, prog="dsaws export")
+
+
 def _settings(args: argparse.Namespace, **extra: object) -> Settings:
     """Settings from the environment, with the command line's --table, --bucket and `extra`
     taking precedence where given."""
@@ -177,6 +190,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gc.set_defaults(handler=_gc)
 
+    commands.add_parser(
+        "export",
+        add_help=False,  # `dsaws export --help` is the export job's own help
+        help="export streams to Parquet with Spark (needs the spark extra; --help for more)",
+    )
+
     from .client.commands import add_commands
 
     add_commands(commands)
@@ -184,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["export"]:  # the export job parses its own arguments (and --help)
+        return _export(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args))

@@ -20,6 +20,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from core.client import StreamGone, StreamNotFound
+
 from ._access import access
 from ._admission import Budget, admitted_end, canonical
 from ._plan import FIRST, ReadOptions, StreamSlice, lost, position, positive_option
@@ -57,7 +59,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Streams the checkpoint does not know yet (added to the options, or newly under the
         # prefix) start at their beginning.
         start = canonical({**{s: FIRST for s in self.options.streams}, **start})
-        tails = self.target if self.target is not None else self._tails()
+        tails = self._tails()  # every trigger: a stream deleted meanwhile is noticed
+        if self.target is not None:  # AvailableNow: no further than the tails at its start
+            tails = {s: min(t, self.target[s]) for s, t in tails.items() if s in self.target}
         tails = {s: tail for s, tail in tails.items() if self._readable(s, start[s], tail)}
         budget = Budget() if isinstance(limit, ReadAllAvailable) else self.budget
         ends = dict(tails)
@@ -119,4 +123,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for row in rows(stream, content_type, batch, as_text=False):
                     yield row[1], len(row[2])
 
-        return admitted_end(start, pending(), share)
+        try:
+            return admitted_end(start, pending(), share)
+        except (StreamNotFound, StreamGone):
+            lost(self.options, f"stream {stream!r} was deleted while the query ran")
+            return start

@@ -8,10 +8,10 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from spark_support import Served
 from support import ROOT, ServerProcess
 
 from core.runtime import use_emulator_credentials
@@ -49,21 +49,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     register(session)
     yield session
     session.stop()
-
-
-@dataclass(frozen=True)
-class Served:
-    """A `dsaws serve` on the session's emulator: its streams' base URL, and where it stores
-    them (for the direct reads of bulk jobs)."""
-
-    url: str
-    table: str
-    bucket: str
-    endpoint: str
-
-    @property
-    def store_options(self) -> dict[str, str]:
-        return {"table": self.table, "bucket": self.bucket, "endpoint": self.endpoint}
 
 
 @pytest.fixture(scope="module")

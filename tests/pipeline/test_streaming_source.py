@@ -4,11 +4,12 @@ and a micro-batch replayed after a crash reads exactly the rows it read the firs
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+import spark_support
+from spark_support import batches
 
 from core.client import DurableStream
 
@@ -25,51 +26,22 @@ def append(url: str, values: list[Any], create: bool = False) -> None:
 def run(
     spark: Any, streams_url: str, stream: str, checkpoint: Path, out: Path, **options: str
 ) -> list[int]:
-    """One AvailableNow run; every micro-batch is written to `out/<batch>-<n>.json` (n counts
-    the times that batch was written, so a replay is kept beside the original). Returns the
-    sizes of the batches this run wrote."""
-    before = set(out.glob("*.json"))
-
-    def keep(frame: Any, batch_id: int) -> None:
-        attempt = len(list(out.glob(f"{batch_id}-*.json")))
-        rows = sorted((r.offset, json.loads(r.message)) for r in frame.collect())
-        (out / f"{batch_id}-{attempt}.json").write_text(json.dumps(rows))
-
-    reader = spark.readStream.format("durable_streams").option("url", streams_url)
-    for name, value in {"stream": stream, **options}.items():
-        reader = reader.option(name, value)
-    query = (
-        reader.load()
-        .writeStream.foreachBatch(keep)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
-    assert query.exception() is None, query.exception()
-    written = sorted(set(out.glob("*.json")) - before, key=lambda p: int(p.stem.split("-")[0]))
-    # (one file per batch in a run: a batch is written again only by a later run)
-    return [len(json.loads(p.read_text())) for p in written]
-
-
-def batches(out: Path) -> dict[str, list]:
-    """Every batch written, in batch order: `<batch>-<attempt>` -> its rows."""
-    paths = sorted(out.glob("*.json"), key=lambda p: tuple(map(int, p.stem.split("-"))))
-    return {p.stem: json.loads(p.read_text()) for p in paths}
+    sizes, error = spark_support.run(spark, streams_url, checkpoint, out, stream=stream, **options)
+    assert error is None, error
+    return sizes
 
 
 def test_admission_restart_and_replay(spark: Any, streams_url: str, tmp_path: Path) -> None:
     url = f"{streams_url}/clicks"
     append(url, [{"n": n} for n in range(100)], create=True)
     checkpoint, out = tmp_path / "checkpoint", tmp_path / "out"
-    out.mkdir()
 
     sizes = run(spark, streams_url, "clicks", checkpoint, out, maxMessagesPerTrigger="40")
     assert sizes == [40, 40, 20]
 
     append(url, [{"n": n} for n in range(100, 130)])  # more, while the query is stopped
     run(spark, streams_url, "clicks", checkpoint, out, maxMessagesPerTrigger="40")
-    seen = [value["n"] for rows in batches(out).values() for _, value in rows]
+    seen = [value["n"] for rows in batches(out).values() for _, _, value in rows]
     assert seen == list(range(130))  # neither skipped nor repeated, in order
 
     # A crash after the last batch ran and before Spark recorded it as done: it runs again.
@@ -81,7 +53,7 @@ def test_admission_restart_and_replay(spark: Any, streams_url: str, tmp_path: Pa
     kept = batches(out)
     assert kept[f"{last}-1"] == kept[f"{last}-0"]  # the replay read exactly the same rows
     later = [
-        v["n"] for name, rows in kept.items() if int(name.split("-")[0]) > last for _, v in rows
+        v["n"] for name, rows in kept.items() if int(name.split("-")[0]) > last for _, _, v in rows
     ]
     assert later == list(range(130, 140))
 
@@ -94,7 +66,6 @@ def test_bytes_per_trigger_and_an_empty_stream(
     with DurableStream(f"{streams_url}/empty") as stream:
         stream.create("application/json")
     out = tmp_path / "out"
-    out.mkdir()
     sizes = run(spark, streams_url, "sized", tmp_path / "ck", out, maxBytesPerTrigger="350")
     assert sizes == [3, 3, 3, 1]
     empty = run(

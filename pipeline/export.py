@@ -1,0 +1,181 @@
+"""The export job: streams to Parquet, partitioned by stream, each run carrying on where the
+previous one stopped.
+
+    dsaws export --table T --bucket B --prefix orders/ --output ./lake/orders   (local Spark)
+    spark-submit pipeline/export.py --table T --bucket B --prefix orders/ --output s3://lake/o
+    ... --url https://dxxxx.cloudfront.net/v1/stream ...   (through the public API instead)
+
+Where each stream stands is read back from the output itself (the greatest offset exported
+per stream), not from a file beside it: a run that failed before Spark committed its output
+left nothing behind, so the next run reads the same range again, and nothing is exported twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+NOT_FOUND_CONDITION = "PATH_NOT_FOUND"
+TYPE_INFERENCE = "spark.sql.sources.partitionColumnTypeInference.enabled"
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    before: dict[str, str]  # stream -> the offset exported up to, before this run
+    after: dict[str, str]
+    rows: int  # rows this run added
+
+    def summary(self) -> str:
+        moved = sorted(s for s in self.after if self.after[s] != self.before.get(s))
+        return f"exported {self.rows} rows from {len(moved)} of {len(self.after)} streams"
+
+
+def export(spark: Any, read_options: dict[str, str], output: str) -> ExportReport:
+    """Append to the Parquet dataset at `output` what the streams (chosen by `read_options`,
+    the `durable_streams` source's options) hold past what it already has."""
+    before = exported_offsets(spark, output)
+    held = read_dataset(spark, output).count() if before else 0
+    options = dict(read_options)
+    if before:
+        options["startingOffsets"] = json.dumps(_still_read(before, options))
+    reader = spark.read.format("durable_streams")
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    reader.load().write.mode("append").partitionBy("stream").parquet(output)
+    after = exported_offsets(spark, output)
+    return ExportReport(before, after, read_dataset(spark, output).count() - held)
+
+
+def _still_read(offsets: dict[str, str], options: dict[str, str]) -> dict[str, str]:
+    """The offsets of the streams this run reads (named ones must be named again)."""
+    if options.get("prefix") is not None:
+        prefix = options["prefix"]
+        named = {s for s in offsets if s.startswith(prefix)}
+    else:
+        named = set()
+    for key in ("stream", "streams"):
+        named |= {s.strip().strip("/") for s in options.get(key, "").split(",") if s.strip()}
+    return {s: offset for s, offset in offsets.items() if s in named}
+
+
+def exported_offsets(spark: Any, output: str) -> dict[str, str]:
+    """Stream -> the greatest offset in the dataset (offsets are fixed-width, so the greatest
+    string is the last message); empty when there is no dataset yet."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as f
+
+    try:
+        frame = read_dataset(spark, output)
+    except AnalysisException as error:
+        if error.getCondition() == NOT_FOUND_CONDITION:
+            return {}
+        raise
+    found = frame.groupBy("stream").agg(f.max("offset").alias("offset")).collect()
+    return {row.stream: row.offset for row in found}
+
+
+def read_dataset(spark: Any, output: str) -> Any:
+    """The exported dataset, with stream paths as they are: Spark would otherwise read a
+    partition value such as "007" as the number 7."""
+    spark.conf.set(TYPE_INFERENCE, "false")
+    return spark.read.parquet(output)
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def build_parser(prog: str = "export") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Export streams to Parquet partitioned by stream, carrying on from the "
+        "previous export to the same output.",
+    )
+    where = parser.add_argument_group("where the streams are (one of)")
+    where.add_argument("--url", help="the streams' base URL, e.g. https://host/v1/stream")
+    where.add_argument("--table", help="the DynamoDB table (read directly, with --bucket)")
+    where.add_argument("--bucket", help="the S3 bucket of the stream data")
+    where.add_argument("--endpoint", help="an AWS-compatible endpoint (e.g. the emulator)")
+    where.add_argument("--region", help="the AWS region (default: the environment's)")
+    which = parser.add_argument_group("which streams (any of)")
+    which.add_argument("--stream", action="append", default=[], help="a stream path")
+    which.add_argument("--prefix", help="every stream whose path starts with this")
+    parser.add_argument("--output", required=True, help="the Parquet dataset (path or s3://)")
+    parser.add_argument("--json-schema", help="DDL to parse JSON messages into a value column")
+    parser.add_argument(
+        "--bytes-per-partition",
+        type=int,
+        help="split each stream's range into partitions of about this many bytes (direct)",
+    )
+    parser.add_argument(
+        "--skip-lost",
+        action="store_true",
+        help="read on past streams deleted or re-created since the last export",
+    )
+    parser.add_argument(
+        "--master", help="the Spark master (default: spark-submit's, or local[*] on its own)"
+    )
+    return parser
+
+
+def read_options(args: argparse.Namespace) -> dict[str, str]:
+    given = {
+        "url": args.url,
+        "table": args.table,
+        "bucket": args.bucket,
+        "endpoint": args.endpoint,
+        "region": args.region,
+        "streams": ",".join(args.stream) or None,
+        "prefix": args.prefix,
+        "jsonSchema": args.json_schema,
+        "bytesPerPartition": None
+        if args.bytes_per_partition is None
+        else str(args.bytes_per_partition),
+        "failOnDataLoss": "false" if args.skip_lost else None,
+    }
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "export") -> int:
+    args = build_parser(prog).parse_args(argv)
+    options = read_options(args)
+    from pipeline._plan import OptionError, ReadOptions
+
+    try:
+        ReadOptions.parse({name.lower(): value for name, value in options.items()})
+    except OptionError as error:
+        print(f"{prog}: {error}", file=sys.stderr)
+        return 2
+    spark = _session(args.master)
+    try:
+        from pipeline import register
+
+        register(spark)
+        report = export(spark, options, args.output)
+    finally:
+        spark.stop()
+    print(f"{prog}: {report.summary()} into {args.output}")
+    for stream in sorted(report.after):
+        print(f"  {stream}: up to {report.after[stream]}")
+    return 0
+
+
+def _session(master: str | None) -> Any:
+    import os
+
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("durable-streams export")
+    # Under spark-submit the launcher has started the JVM and chosen the master already.
+    if master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.master(master or "local[*]").config("spark.ui.enabled", "false")
+    return builder.getOrCreate()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
