@@ -11,20 +11,33 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxBytes,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
+
+try:
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxBytes,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # Spark 4.0 and 4.1: no admission control, no AvailableNow of our own
+    ReadAllAvailable = ReadLimit = ReadMaxBytes = ReadMaxRows = None  # type: ignore[assignment,misc]
+    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 from pyspark.sql.types import StructType
 
 from core.client import StreamGone, StreamNotFound
 
 from ._access import access
 from ._admission import Budget, admitted_end, canonical
-from ._plan import FIRST, ReadOptions, StreamSlice, lost, position, positive_option
+from ._plan import (
+    FIRST,
+    OptionError,
+    ReadOptions,
+    StreamSlice,
+    lost,
+    position,
+    positive_option,
+)
 from ._rows import rows
 from .source import SlicePartition, read_slice, resolve, value_types
 
@@ -39,6 +52,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             rows=positive_option(settings, "maxmessagespertrigger"),
             bytes=positive_option(settings, "maxbytespertrigger"),
         )
+        if ReadLimit is None and not self.budget.unlimited:
+            raise OptionError(
+                "maxMessagesPerTrigger and maxBytesPerTrigger need Spark 4.2 or later"
+            )
+        self.previous: dict[str, str] | None = None  # the last end returned (Spark 4.0, 4.1)
         self.target: dict[str, str] | None = None  # AvailableNow: the tails when it started
         self.content_types: dict[str, str] = {}
 
@@ -55,7 +73,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = self._tails()
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
+        """Spark 4.2 and later pass where the next micro-batch starts and a read limit; 4.0
+        and 4.1 pass neither (and then every micro-batch reads all that is available)."""
+        if start is None:
+            start = self.previous if self.previous is not None else self.initialOffset()
         # Streams the checkpoint does not know yet (added to the options, or newly under the
         # prefix) start at their beginning.
         start = canonical({**{s: FIRST for s in self.options.streams}, **start})
@@ -63,13 +85,16 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.target is not None:  # AvailableNow: no further than the tails at its start
             tails = {s: min(t, self.target[s]) for s, t in tails.items() if s in self.target}
         tails = {s: tail for s, tail in tails.items() if self._readable(s, start[s], tail)}
-        budget = Budget() if isinstance(limit, ReadAllAvailable) else self.budget
+        budget = (
+            self.budget if limit is not None and limit == self.getDefaultReadLimit() else Budget()
+        )
         ends = dict(tails)
         if not budget.unlimited:
             pending = [s for s in sorted(tails) if tails[s] != start[s]]
             for stream, share in zip(pending, budget.shares(len(pending) or 1), strict=False):
                 ends[stream] = self._admit(stream, start[stream], tails[stream], share)
-        return canonical({s: ends.get(s, start[s]) for s in start})
+        self.previous = canonical({s: ends.get(s, start[s]) for s in start})
+        return self.previous
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if not self.content_types:

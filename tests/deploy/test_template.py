@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,17 +116,55 @@ def test_runtimes_are_real_and_handlers_import(monkeypatch: pytest.MonkeyPatch) 
         assert callable(handler)
 
 
+def _statements(resource: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The permission statements of a SAM function's or an IAM role's inline policies."""
+    for policy in resource.get("Properties", {}).get("Policies", []) or []:
+        yield from policy.get("PolicyDocument", policy).get("Statement", [])
+
+
 def test_policies_grant_no_wildcard_actions_on_data() -> None:
     template = load_template()
     for name, resource in template["Resources"].items():
-        for policy in resource.get("Properties", {}).get("Policies", []) or []:
-            for statement in policy.get("Statement", []):
-                actions = statement["Action"]
-                actions = [actions] if isinstance(actions, str) else actions
-                for action in actions:
-                    assert "*" not in action, f"{name} grants {action}"
-                    assert action.startswith(DATA_ACTION_PREFIXES), f"{name}: {action}"
-                assert statement["Resource"] != "*", f"{name} grants on every resource"
+        for statement in _statements(resource):
+            actions = statement["Action"]
+            actions = [actions] if isinstance(actions, str) else actions
+            for action in actions:
+                assert "*" not in action, f"{name} grants {action}"
+                assert action.startswith(DATA_ACTION_PREFIXES), f"{name}: {action}"
+            assert statement["Resource"] != "*", f"{name} grants on every resource"
+
+
+def test_the_spark_jobs_are_off_by_default_and_their_role_reaches_only_the_store() -> None:
+    template = load_template()
+    assert template["Parameters"]["EnableSparkJobs"]["Default"] == "false"
+    spark = {"SparkApplication", "SparkJobRole"}
+    for name in spark:
+        assert template["Resources"][name]["Condition"] == "SparkJobs"
+    for name, output in template["Outputs"].items():
+        if name.startswith("Spark"):
+            assert output["Condition"] == "SparkJobs"
+    role = template["Resources"]["SparkJobRole"]
+    trust = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert [s["Principal"]["Service"] for s in trust] == ["emr-serverless.amazonaws.com"]
+    resources = [
+        resource
+        for statement in _statements(role)
+        for resource in (
+            statement["Resource"]
+            if isinstance(statement["Resource"], list)
+            else [statement["Resource"]]
+        )
+    ]
+    for resource in resources:
+        text = json.dumps(resource)
+        assert "StreamsTable" in text or "DataBucket" in text, resource
+    writes = [
+        s for s in _statements(role) if {"s3:PutObject", "s3:DeleteObject"} & set(s["Action"])
+    ]
+    assert [r["!Sub"] for s in writes for r in s["Resource"]] == [
+        "${DataBucket.Arn}/exports/*",
+        "${DataBucket.Arn}/checkpoints/*",
+    ]
 
 
 def _tools() -> Path:

@@ -4,6 +4,7 @@ and a micro-batch replayed after a crash reads exactly the rows it read the firs
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -76,3 +77,34 @@ def test_bytes_per_trigger_and_an_empty_stream(
         tmp_path / "out",
     )
     assert sum(empty) == 0
+
+
+def test_the_reader_also_answers_spark_4_0_which_passes_no_start(streams_url: str) -> None:
+    """Spark 4.0 and 4.1 call latestOffset() with no arguments (4.2 added the start and the
+    read limit): the reader carries on from the end it returned last."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from pipeline import ReadOptions
+    from pipeline.streaming import StreamReader
+
+    url = f"{streams_url}/legacy"
+    append(url, list(range(30)), create=True)
+    schema = StructType(
+        [
+            StructField(name, StringType())
+            for name in ("stream", "offset", "message", "content_type")
+        ]
+    )
+    reader = StreamReader(ReadOptions.parse({"url": streams_url, "stream": "legacy"}), {}, schema)
+    start = reader.initialOffset()
+    first = reader.latestOffset()
+    append(url, list(range(30, 35)))
+    second = reader.latestOffset()
+    assert first != second and reader.latestOffset() == second
+    read = [
+        json.loads(row[2])
+        for part in (reader.partitions(start, first), reader.partitions(first, second))
+        for partition in part
+        for row in reader.read(partition)
+    ]
+    assert read == list(range(35))
