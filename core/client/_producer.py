@@ -135,6 +135,7 @@ class IdempotentProducer:
             self._state.enqueue(Batch(body, 0 if final is None else 1, close=True))
             self._pump()
             await self._changed.wait_for(lambda: self._state.idle)
+            self._stop_lingering()
             if self._state.lost:
                 raise ProducerError(self._state.lost)
             return self._last_offset
@@ -143,6 +144,13 @@ class IdempotentProducer:
         """Stop without closing the stream; whatever is buffered is delivered first."""
         await self.flush()
         self._stopped = True
+        self._stop_lingering()
+
+    def _stop_lingering(self) -> None:
+        """Once stopped and idle, only linger timers are left, for batches already cut: they
+        would keep the event loop (and a `SyncIdempotentProducer`'s thread) from ending."""
+        for task in list(self._tasks):
+            task.cancel()
 
     # ---------------------------------------------------------------- batching
 

@@ -1,0 +1,204 @@
+"""The Spark pipeline's throughput on local Spark: rows per second read through the
+`durable_streams` source (over HTTP, and straight from the store) and written by its sink.
+
+    python3 -m benchmarks.spark_pipeline              # 100k messages of about 100 bytes
+
+The streams are served by `dsaws serve --aws` on an emulator in a process of its own (which
+counts the AWS calls each path makes). Spark's startup (the JVM, the session, a first job) is
+timed apart from the runs. Every run checks what it read or wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from benchmarks._processes import counted_emulator, dsaws_serve
+from core.client import DurableStream, SyncIdempotentProducer
+from core.runtime import use_emulator_credentials
+
+STREAMS = ("bench/a", "bench/b")  # two streams: one partition each on local[2]
+TABLE, BUCKET = "pipeline-bench", "pipeline-bench-data"
+
+
+@dataclass(frozen=True)
+class Result:
+    path: str
+    rows: int
+    seconds: list[float]
+    aws_calls: int | None
+
+    @property
+    def per_second(self) -> float:
+        return self.rows / statistics.median(self.seconds)
+
+    def row(self) -> str:
+        runs = ", ".join(f"{s:.1f}" for s in self.seconds)
+        calls = "-" if self.aws_calls is None else f"{self.aws_calls * 1000 / self.rows:.2f}"
+        return f"| {self.path} | {self.rows:,} | {runs} | {self.per_second:,.0f} | {calls} |"
+
+
+def message(n: int) -> dict[str, Any]:
+    """About 100 bytes of JSON."""
+    return {"n": n, "kind": "click", "page": f"/products/{n % 997:04d}", "pad": "x" * 40}
+
+
+def fill(url: str, count: int) -> None:
+    """`count` messages, split between the streams, written by the idempotent producer."""
+    for index, stream in enumerate(STREAMS):
+        with DurableStream(f"{url}/{stream}") as handle:
+            handle.create("application/json")
+        producer = SyncIdempotentProducer(f"{url}/{stream}", f"fill-{index}")
+        for n in range(index, count, len(STREAMS)):
+            producer.append(message(n))
+        producer.close()
+
+
+def start_spark() -> tuple[Any, float]:
+    """A local[2] session and a first job; how long both took."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from pipeline import register
+
+    started = time.perf_counter()
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("spark pipeline benchmark")
+        .config("spark.driver.memory", "2g")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    spark.range(1000).selectExpr("sum(id)").collect()
+    return spark, time.perf_counter() - started
+
+
+def measure(
+    name: str,
+    work: Callable[[], int],
+    expected: int,
+    repeats: int,
+    endpoint: str,
+) -> Result:
+    """Run `work` (which returns how many rows it handled) `repeats` times; the AWS calls are
+    those of the last run."""
+    seconds = []
+    calls = None
+    for _ in range(repeats):
+        httpx.delete(f"{endpoint}/__calls")
+        started = time.perf_counter()
+        rows = work()
+        seconds.append(time.perf_counter() - started)
+        calls = sum(httpx.get(f"{endpoint}/__calls").json().values())
+        if rows != expected:
+            raise AssertionError(f"{name}: {rows} rows, expected {expected}")
+    return Result(name, expected, seconds, calls)
+
+
+def read_all(spark: Any, options: dict[str, str]) -> Callable[[], int]:
+    def work() -> int:
+        reader = spark.read.format("durable_streams")
+        for name, value in options.items():
+            reader = reader.option(name, value)
+        frame = reader.load()
+        # Every message goes through Python and Arrow into the JVM (count alone would too,
+        # but this also checks them).
+        summary = frame.selectExpr("count(*) AS rows", "count(DISTINCT offset, stream) AS keys")
+        rows, keys = summary.first()
+        if rows != keys:
+            raise AssertionError(f"{rows - keys} rows read twice")
+        return int(rows)
+
+    return work
+
+
+def write_all(spark: Any, url: str, count: int) -> Callable[[], int]:
+    runs = iter(range(1_000_000))
+
+    def work() -> int:
+        target = f"sink/run-{next(runs)}"
+        with DurableStream(f"{url}/{target}") as handle:
+            handle.create("application/json")
+        frame = spark.range(count, numPartitions=2).selectExpr(
+            "to_json(named_struct('n', id, 'kind', 'click', 'pad', repeat('x', 60))) AS message"
+        )
+        frame.write.format("durable_streams").option("url", url).option("stream", target).option(
+            "sinkId", "bench"
+        ).mode("append").save()
+        with DurableStream(f"{url}/{target}") as handle:
+            written = sum(len(batch.messages or []) for batch in handle.read())
+        return written
+
+    return work
+
+
+def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+
+    use_emulator_credentials()  # for the server, and for Spark's direct reads
+    with counted_emulator() as endpoint:
+        env = {"AWS_ENDPOINT_URL": endpoint, "DS_TABLE": TABLE, "DS_BUCKET": BUCKET}
+        with dsaws_serve("--aws", env=env) as url:
+            started = time.perf_counter()
+            fill(url, args.messages)
+            print(f"wrote {args.messages:,} messages in {time.perf_counter() - started:.1f} s")
+            own_session = spark is None
+            if own_session:
+                spark, startup = start_spark()
+                print(f"Spark startup (JVM, local[2] session, first job): {startup:.1f} s")
+            try:
+                direct = {"table": TABLE, "bucket": BUCKET, "endpoint": endpoint}
+                results = [
+                    measure(
+                        "read over HTTP",
+                        read_all(spark, {"url": url, "streams": ",".join(STREAMS)}),
+                        args.messages,
+                        args.repeats,
+                        endpoint,
+                    ),
+                    measure(
+                        "read from the store (direct)",
+                        read_all(spark, {**direct, "prefix": "bench/"}),
+                        args.messages,
+                        args.repeats,
+                        endpoint,
+                    ),
+                    measure(
+                        "written by the sink",
+                        write_all(spark, url, args.messages),
+                        args.messages,
+                        args.repeats,
+                        endpoint,
+                    ),
+                ]
+            finally:
+                if own_session:
+                    spark.stop()
+    print()
+    print("| path | rows | seconds per run | rows/s (median) | AWS calls per 1000 rows |")
+    print("| --- | ---: | --- | ---: | ---: |")
+    for result in results:
+        print(result.row())
+    print(json.dumps({r.path: round(r.per_second) for r in results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
