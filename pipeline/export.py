@@ -41,7 +41,9 @@ def export(spark: Any, read_options: dict[str, str], output: str) -> ExportRepor
     held = read_dataset(spark, output).count() if before else 0
     options = dict(read_options)
     if before:
-        options["startingOffsets"] = json.dumps(_still_read(before, options))
+        starting = _still_read(before, options)
+        _refuse_recreated(starting, options)
+        options["startingOffsets"] = json.dumps(starting)
     reader = spark.read.format("durable_streams")
     for name, value in options.items():
         reader = reader.option(name, value)
@@ -60,6 +62,23 @@ def _still_read(offsets: dict[str, str], options: dict[str, str]) -> dict[str, s
     for key in ("stream", "streams"):
         named |= {s.strip().strip("/") for s in options.get(key, "").split(",") if s.strip()}
     return {s: offset for s, offset in offsets.items() if s in named}
+
+
+def _refuse_recreated(starting: dict[str, str], options: dict[str, str]) -> None:
+    """A stream now shorter than what was exported of it was deleted and re-created: its new
+    offsets would repeat the old ones in the dataset, so the export stops (whatever
+    failOnDataLoss says) and names it."""
+    from pipeline._plan import DataLoss, ReadOptions, position
+    from pipeline.source import resolve
+
+    _, states, _ = resolve(ReadOptions.parse({k.lower(): v for k, v in options.items()}))
+    for stream, offset in sorted(starting.items()):
+        state = states.get(stream)
+        if state is not None and (position(state.tail) or 0) < (position(offset) or 0):
+            raise DataLoss(
+                f"stream {stream!r} was re-created since the last export (it ends before "
+                f"{offset}): move its partition out of the dataset to export it afresh"
+            )
 
 
 def exported_offsets(spark: Any, output: str) -> dict[str, str]:
@@ -151,10 +170,13 @@ def main(argv: Sequence[str] | None = None, prog: str = "export") -> int:
         return 2
     spark = _session(args.master)
     try:
-        from pipeline import register
+        from pipeline import DataLoss, register
 
         register(spark)
         report = export(spark, options, args.output)
+    except DataLoss as error:
+        print(f"{prog}: {error}", file=sys.stderr)
+        return 4
     finally:
         spark.stop()
     print(f"{prog}: {report.summary()} into {args.output}")

@@ -17,6 +17,7 @@ from spark_support import Served
 from support import ROOT
 
 from core.client import DurableStream
+from pipeline import DataLoss
 from pipeline.export import export, read_dataset
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -82,6 +83,13 @@ def test_each_export_adds_what_the_streams_gained(
     over_http = tmp_path / "lake-http"
     export(spark, {"url": served.url, "prefix": "exp/"}, str(over_http))
     assert contents(exported(spark, over_http)) == contents(rows)
+
+    with DurableStream(f"{served.url}/exp/a") as a:  # re-created: its offsets start again
+        a.delete()
+    append(f"{served.url}/exp/a", [{"n": "new"}])
+    with pytest.raises(DataLoss, match="'exp/a' was re-created since the last export"):
+        export(spark, {**direct, "failOnDataLoss": "false"}, str(output))
+    assert exported(spark, output) == rows  # nothing was added
 
 
 def test_the_commands_export_directly_and_over_http(served: Served, tmp_path: Path) -> None:
