@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -65,24 +64,11 @@ def fill(url: str, count: int) -> None:
 
 def start_spark() -> tuple[Any, float]:
     """A local[2] session and a first job; how long both took."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    from pipeline import register
+    from pipeline import local_session
 
     started = time.perf_counter()
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("spark pipeline benchmark")
-        .config("spark.driver.memory", "2g")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    conf = {"spark.driver.memory": "2g", "spark.sql.shuffle.partitions": "2"}
+    spark = local_session("spark pipeline benchmark", "local[2]", conf)
     spark.range(1000).selectExpr("sum(id)").collect()
     return spark, time.perf_counter() - started
 
@@ -154,7 +140,12 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
 
     use_emulator_credentials()  # for the server, and for Spark's direct reads
     with counted_emulator() as endpoint:
-        env = {"AWS_ENDPOINT_URL": endpoint, "DS_TABLE": TABLE, "DS_BUCKET": BUCKET}
+        env = {
+            "AWS_ENDPOINT_URL": endpoint,
+            "DS_TABLE": TABLE,
+            "DS_BUCKET": BUCKET,
+            "DS_LISTING": "true",
+        }
         with dsaws_serve("--aws", env=env) as url:
             started = time.perf_counter()
             fill(url, args.messages)

@@ -55,9 +55,11 @@ def create_app(
             {"Retry-After": str(max(settings.retry_after_seconds, exc.retry_after))},
         )
 
-    @app.get(settings.base_path)
-    async def listing(request: Request) -> Response:
-        return await list_streams(request, store)
+    if settings.listing:
+
+        @app.get(settings.base_path)
+        async def listing(request: Request) -> Response:
+            return await list_streams(request, store)
 
     @app.api_route(settings.base_path + "/{path:path}", methods=_METHODS)
     async def stream(request: Request, path: str) -> Response:

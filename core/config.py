@@ -70,6 +70,9 @@ class Settings(BaseSettings):
         1, ge=0, le=5, description="seconds a long-poll 204 may be cached (collapsing)"
     )
     retry_after_seconds: int = 1
+    listing: bool = Field(
+        False, description="answer GET {base_path}?prefix= with the streams under a prefix"
+    )
 
     @model_validator(mode="after")
     def _fits_the_host(self) -> Settings:

@@ -2,6 +2,7 @@
 extra so that Spark's Python workers can import it)."""
 
 from ._plan import DataLoss, OptionError, Origin, ReadOptions, StreamSlice, StreamState, plan_slices
+from ._session import local_session
 from .source import DurableStreamsDataSource
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "ReadOptions",
     "StreamSlice",
     "StreamState",
+    "local_session",
     "plan_slices",
     "register",
 ]

@@ -83,7 +83,7 @@ class StorageAccess:
         region = origin.region or ("us-east-1" if origin.endpoint else None)
         aws = AwsSettings(region, origin.endpoint, origin.endpoint, read_timeout=30.0)
         dynamodb, s3 = make_clients(aws)
-        self.store = DynamoStore(dynamodb, s3, origin.table, origin.bucket)
+        self.store = DynamoStore(dynamodb, s3, origin.table, origin.bucket, read_only=True)
 
     def list(self, prefix: str) -> list[str]:
         paths: list[str] = []

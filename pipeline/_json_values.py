@@ -81,8 +81,13 @@ def conform(value: Any, data_type: DataType) -> Any:
     if isinstance(data_type, BooleanType):
         return value if isinstance(value, bool) else None
     if isinstance(data_type, (FloatType, DoubleType)):
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return float(value) if number and math.isfinite(value) else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        try:
+            number = float(value)
+        except OverflowError:  # an integer with hundreds of digits
+            return None
+        return number if math.isfinite(number) else None
     if isinstance(data_type, DecimalType):
         return _decimal(value, data_type)
     bits = _INTEGER_BITS.get(type(data_type))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from urllib.parse import quote
 
 from core.protocol.errors import ProtocolError
 from core.protocol.offsets import format_offset, parse_position
@@ -58,7 +59,7 @@ class Origin:
         return self.table is not None
 
     def stream_url(self, stream: str) -> str:
-        return f"{self.url}/{stream}"
+        return f"{self.url}/{quote(stream, safe='/')}"
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-NOT_FOUND_CONDITION = "PATH_NOT_FOUND"
+# No output yet, or only the marker of runs that found nothing to write.
+NO_DATASET_CONDITIONS = {"PATH_NOT_FOUND", "UNABLE_TO_INFER_SCHEMA"}
 TYPE_INFERENCE = "spark.sql.sources.partitionColumnTypeInference.enabled"
 
 
@@ -38,7 +39,7 @@ def export(spark: Any, read_options: dict[str, str], output: str) -> ExportRepor
     """Append to the Parquet dataset at `output` what the streams (chosen by `read_options`,
     the `durable_streams` source's options) hold past what it already has."""
     before = exported_offsets(spark, output)
-    held = read_dataset(spark, output).count() if before else 0
+    held = _row_count(spark, output)
     options = dict(read_options)
     if before:
         starting = _still_read(before, options)
@@ -47,9 +48,16 @@ def export(spark: Any, read_options: dict[str, str], output: str) -> ExportRepor
     reader = spark.read.format("durable_streams")
     for name, value in options.items():
         reader = reader.option(name, value)
-    reader.load().write.mode("append").partitionBy("stream").parquet(output)
+    frame = reader.load()
+    existing = _dataset(spark, output)
+    if existing is not None:
+        _check_columns(frame.schema, existing.schema)
+    # One writer task per stream, so each stream's new rows land in one file: a run whose
+    # commit is cut short leaves a stream's file whole or absent, never a gap to resume over.
+    rows = frame.repartition("stream").sortWithinPartitions("stream", "offset")
+    rows.write.mode("append").partitionBy("stream").parquet(output)
     after = exported_offsets(spark, output)
-    return ExportReport(before, after, read_dataset(spark, output).count() - held)
+    return ExportReport(before, after, _row_count(spark, output) - held)
 
 
 def _still_read(offsets: dict[str, str], options: dict[str, str]) -> dict[str, str]:
@@ -62,6 +70,21 @@ def _still_read(offsets: dict[str, str], options: dict[str, str]) -> dict[str, s
     for key in ("stream", "streams"):
         named |= {s.strip().strip("/") for s in options.get(key, "").split(",") if s.strip()}
     return {s: offset for s, offset in offsets.items() if s in named}
+
+
+def _check_columns(new: Any, existing: Any) -> None:
+    """Refuse rows the dataset cannot take: `message` is a string when every stream read is
+    JSON or text and bytes otherwise, and `value` comes with --json-schema only."""
+    from pipeline._plan import OptionError
+
+    def shape(schema: Any) -> dict[str, str]:
+        return {field.name: field.dataType.simpleString() for field in schema.fields}
+
+    if shape(new) != shape(existing):
+        raise OptionError(
+            f"these rows ({shape(new)}) do not match the dataset's ({shape(existing)}): "
+            "export streams of another kind, or another --json-schema, to another output"
+        )
 
 
 def _refuse_recreated(starting: dict[str, str], options: dict[str, str]) -> None:
@@ -84,17 +107,30 @@ def _refuse_recreated(starting: dict[str, str], options: dict[str, str]) -> None
 def exported_offsets(spark: Any, output: str) -> dict[str, str]:
     """Stream -> the greatest offset in the dataset (offsets are fixed-width, so the greatest
     string is the last message); empty when there is no dataset yet."""
-    from pyspark.errors import AnalysisException
     from pyspark.sql import functions as f
 
-    try:
-        frame = read_dataset(spark, output)
-    except AnalysisException as error:
-        if error.getCondition() == NOT_FOUND_CONDITION:
-            return {}
-        raise
+    frame = _dataset(spark, output)
+    if frame is None:
+        return {}
     found = frame.groupBy("stream").agg(f.max("offset").alias("offset")).collect()
     return {row.stream: row.offset for row in found}
+
+
+def _dataset(spark: Any, output: str) -> Any:
+    """The dataset, or None when there is none yet."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        return read_dataset(spark, output)
+    except AnalysisException as error:
+        if error.getCondition() in NO_DATASET_CONDITIONS:
+            return None
+        raise
+
+
+def _row_count(spark: Any, output: str) -> int:
+    frame = _dataset(spark, output)
+    return 0 if frame is None else int(frame.count())
 
 
 def read_dataset(spark: Any, output: str) -> Any:
@@ -132,7 +168,8 @@ def build_parser(prog: str = "export") -> argparse.ArgumentParser:
     parser.add_argument(
         "--skip-lost",
         action="store_true",
-        help="read on past streams deleted or re-created since the last export",
+        help="read on past named streams deleted since the last export (a stream "
+        "re-created since then always stops the export)",
     )
     parser.add_argument(
         "--master", help="the Spark master (default: spark-submit's, or local[*] on its own)"
@@ -170,11 +207,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "export") -> int:
         return 2
     spark = _session(args.master)
     try:
-        from pipeline import DataLoss, register
+        from pipeline import DataLoss
 
-        register(spark)
         report = export(spark, options, args.output)
-    except DataLoss as error:
+    except (DataLoss, OptionError) as error:
         print(f"{prog}: {error}", file=sys.stderr)
         return 4
     finally:
@@ -188,15 +224,16 @@ def main(argv: Sequence[str] | None = None, prog: str = "export") -> int:
 def _session(master: str | None) -> Any:
     import os
 
-    from pyspark.sql import SparkSession
+    from pipeline import local_session, register
 
-    builder = SparkSession.builder.appName("durable-streams export")
     # Under spark-submit the launcher has started the JVM and chosen the master already.
     if master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = builder.master(master or "local[*]").config("spark.ui.enabled", "false")
-    return builder.getOrCreate()
+        return local_session("durable-streams export", master or "local[*]")
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.appName("durable-streams export").getOrCreate()
+    register(spark)
+    return spark
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from ._plan import (
     StreamState,
     plan_slices,
 )
-from ._rows import VALUE_FIELD, rows, schema_ddl
+from ._rows import VALUE_FIELD, is_textual, rows, schema_ddl
 
 
 @dataclass
@@ -99,6 +99,12 @@ class BatchReader(DataSourceReader):
             self.slices = [p for s in self.slices for p in origin.split(s, options.partition_bytes)]
         self.options = options
         self.as_text, self.value_type = value_types(schema)
+        kinds = {piece.content_type for piece in self.slices}
+        # The schema was decided from an earlier look at the streams (Spark asks for it first).
+        if (self.as_text and not all(map(is_textual, kinds))) or (
+            self.value_type is not None and not all(map(is_json, kinds))
+        ):
+            raise OptionError("the streams changed kind while the query was planned: run it again")
 
     def partitions(self) -> Sequence[InputPartition]:
         return [

@@ -84,15 +84,15 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tails = self._tails()  # every trigger: a stream deleted meanwhile is noticed
         if self.target is not None:  # AvailableNow: no further than the tails at its start
             tails = {s: min(t, self.target[s]) for s, t in tails.items() if s in self.target}
-        tails = {s: tail for s, tail in tails.items() if self._readable(s, start[s], tail)}
-        budget = (
-            self.budget if limit is not None and limit == self.getDefaultReadLimit() else Budget()
-        )
+        resume = {s: self._resume_point(s, start[s], tail) for s, tail in tails.items()}
+        # Spark passes this reader's default limit (both budgets), or ReadAllAvailable.
+        limited = limit is not None and not isinstance(limit, ReadAllAvailable)
+        budget = self.budget if limited else Budget()
         ends = dict(tails)
         if not budget.unlimited:
-            pending = [s for s in sorted(tails) if tails[s] != start[s]]
+            pending = [s for s in sorted(tails) if tails[s] != resume[s]]
             for stream, share in zip(pending, budget.shares(len(pending) or 1), strict=False):
-                ends[stream] = self._admit(stream, start[stream], tails[stream], share)
+                ends[stream] = self._admit(stream, resume[stream], tails[stream], share)
         self.previous = canonical({s: ends.get(s, start[s]) for s in start})
         return self.previous
 
@@ -102,7 +102,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [
             SlicePartition(
                 self.options.origin,
-                StreamSlice(stream, start.get(stream, FIRST), end[stream], content_type),
+                StreamSlice(
+                    stream, _from(start.get(stream, FIRST), end[stream]), end[stream], content_type
+                ),
                 self.as_text,
                 self.value_type,
                 self.options.fail_on_data_loss,
@@ -131,12 +133,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             tails[stream] = state.tail
         return canonical(tails)
 
-    def _readable(self, stream: str, start: str, tail: str) -> bool:
-        """False for a stream now shorter than where the query stands in it (re-created)."""
+    def _resume_point(self, stream: str, start: str, tail: str) -> str:
+        """Where the stream is read on from: `start`, or its beginning when it is now shorter
+        than that (deleted and re-created: data loss, which may fail the query)."""
         if (position(tail) or 0) >= (position(start) or 0):
-            return True
+            return start
         lost(self.options, f"stream {stream!r} ends before {start} (deleted and re-created?)")
-        return False
+        return FIRST
 
     def _admit(self, stream: str, start: str, tail: str, share: Budget) -> str:
         """Read ahead on the driver to find where `share` of the pending rows ends."""
@@ -153,3 +156,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         except (StreamNotFound, StreamGone):
             lost(self.options, f"stream {stream!r} was deleted while the query ran")
             return start
+
+
+def _from(start: str, end: str) -> str:
+    """A micro-batch's start in a stream: an end before its start means the stream was
+    re-created shorter, and is read from its beginning (see `_resume_point`)."""
+    return FIRST if (position(end) or 0) < (position(start) or 0) else start

@@ -7,6 +7,10 @@ export of every stream under `orders/`, for instance). It changes nothing for ot
 Each answer is one page of a scan of the store: follow `next` until it is null. A page may
 be empty while `next` is not (the scan passed over other items), and the listing is a scan's
 view: streams created or deleted while it runs may or may not be listed.
+
+It is off unless the deployment turns it on (`DS_LISTING=true`): it reveals every stream's
+path to whoever may call it, and each page costs a scan. A cursor is the table key where the
+scan stopped, so it names some item of the table (a stream path, or an incarnation id).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from starlette.responses import Response
 from ..protocol import caching
 from ..protocol.errors import bad_request
 from ..protocol.paths import parse_path_prefix
-from ..storage import StreamStore
+from ..storage import InvalidCursor, StreamStore
 
 # Items one page's scan reads (streams, chunks and producers alike): about 1 MB of keys and
 # attributes at most, which a Lambda invocation reads in well under a second.
@@ -31,7 +35,7 @@ async def list_streams(request: Request, store: StreamStore) -> Response:
     prefix, cursor = _parse(request)
     try:
         page = await run_in_threadpool(store.list_streams, prefix, cursor, PAGE_ITEMS)
-    except ValueError:
+    except InvalidCursor:
         raise bad_request("cursor is not one this server gave out") from None
     body = json.dumps({"streams": list(page.paths), "next": page.cursor})
     # Listings change with every create and delete, and are not the protocol's cacheable reads.

@@ -183,26 +183,23 @@ class ChunkStore:
         every one is a message boundary, so a range may be split there (a bulk job's
         partitions). Only keys are read."""
         for segment in info.segments():
-            if segment.end <= start or segment.start >= end:
+            lo, hi = max(start, segment.start) + 1, min(end, segment.end) - 1
+            if lo > hi:  # no position strictly inside both (DynamoDB refuses BETWEEN hi, lo)
+                if start < segment.end < end:
+                    yield segment.end
                 continue
             request: dict[str, Any] = {
                 "TableName": self.table,
                 "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
                 "ExpressionAttributeValues": {
                     ":pk": items.s(items.chunk_partition(segment.incarnation)),
-                    ":lo": items.s(items.chunk_sort_key(max(start, segment.start) + 1)),
-                    ":hi": items.s(items.chunk_sort_key(min(end, segment.end) - 1)),
+                    ":lo": items.s(items.chunk_sort_key(lo)),
+                    ":hi": items.s(items.chunk_sort_key(hi)),
                 },
                 "ProjectionExpression": "sk",
             }
-            while True:
-                response = call(self.dynamodb.query, **request)
-                for item in response.get("Items", []):
-                    yield int(item["sk"]["S"].removeprefix("c#"))
-                last = response.get("LastEvaluatedKey")
-                if not last:
-                    break
-                request["ExclusiveStartKey"] = last
+            for item in self._query(request):
+                yield int(item["sk"]["S"].removeprefix("c#"))
             if start < segment.end < end:
                 yield segment.end  # where a fork's inherited range gives way to the next
 
@@ -222,15 +219,20 @@ class ChunkStore:
             "ConsistentRead": True,
             "Limit": _QUERY_PAGE_ITEMS,
         }
+        for item in self._query(request):
+            if not item["sk"]["S"].startswith("c#"):
+                return
+            chunk = _decode(item)
+            if chunk.start >= segment.end:
+                return
+            yield chunk
+
+    def _query(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The items of a query, page after page (pages are read as they are needed)."""
+        request = dict(request)
         while True:
             response = call(self.dynamodb.query, **request)
-            for item in response.get("Items", []):
-                if not item["sk"]["S"].startswith("c#"):
-                    return
-                chunk = _decode(item)
-                if chunk.start >= segment.end:
-                    return
-                yield chunk
+            yield from response.get("Items", [])
             last = response.get("LastEvaluatedKey")
             if not last:
                 return

@@ -162,16 +162,24 @@ def decode_page_cursor(cursor: str) -> Item | None:
     if (
         not isinstance(plain, dict)
         or set(plain) != {"pk", "sk"}
-        or not all(isinstance(value, str) for value in plain.values())
+        or not all(isinstance(value, str) and value for value in plain.values())
     ):
         return None
-    return _key(plain["pk"], plain["sk"]) if _fits(plain["pk"], plain["sk"]) else None
+    partition, sort = plain["pk"], plain["sk"]
+    if not _fits(partition, sort) or not partition.startswith(_PARTITION_KINDS):
+        return None
+    return _key(partition, sort)
+
+
+# What a partition key of this table starts with: streams, chunk data, retired incarnations.
+_PARTITION_KINDS = (STREAM_PREFIX, "d#", "gc#")
 
 
 def _fits(partition: str, sort: str) -> bool:
     return (
         utf8_length(partition) <= DYNAMODB_PARTITION_KEY_BYTES
         and utf8_length(sort) <= DYNAMODB_SORT_KEY_BYTES
+        and len(partition) > len("s#")
     )
 
 

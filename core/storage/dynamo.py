@@ -43,6 +43,7 @@ from .model import (
     CreateSpec,
     CreateStatus,
     ForkRequest,
+    InvalidCursor,
     Payload,
     Presence,
     ReadBatch,
@@ -117,7 +118,11 @@ class DynamoStore:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         telemetry: Telemetry | None = None,
+        read_only: bool = False,
     ) -> None:
+        # A read-only store (bulk jobs, whose role may only read) sees expired streams as
+        # clients do, but leaves reaping them to the server and the collector.
+        self.read_only = read_only
         self.dynamodb = dynamodb
         self.s3 = s3
         self.table = table
@@ -143,14 +148,15 @@ class DynamoStore:
         forks still read it), and so is a soft-deleted one whose last fork is gone."""
         if info is None or not self._lifecycle_due(info):
             return info
-        with contextlib.suppress(StoreUnavailable):
-            self.finish_lifecycle(info)
+        if not self.read_only:
+            with contextlib.suppress(StoreUnavailable):
+                self.finish_lifecycle(info)
         return replace(info, soft_deleted=True) if info.ref_count > 0 else None
 
     def list_streams(self, prefix: str, cursor: str | None, page_items: int) -> StreamPage:
         """The live streams whose paths start with `prefix`, one scan page at a time (a scan
         page reads at most `page_items` items of any kind, so a page may hold no stream yet
-        still have a cursor). ValueError for a cursor this store did not mint."""
+        still have a cursor). InvalidCursor for a cursor this store did not mint."""
         request: dict[str, Any] = {
             "TableName": self.table,
             "Limit": page_items,
@@ -163,7 +169,7 @@ class DynamoStore:
         if cursor is not None:
             start = items.decode_page_cursor(cursor)
             if start is None:
-                raise ValueError("not a listing cursor of this store")
+                raise InvalidCursor(cursor)
             request["ExclusiveStartKey"] = start
         response = call(self.dynamodb.scan, **request)
         paths = []

@@ -194,6 +194,10 @@ class StreamPage:
     cursor: str | None
 
 
+class InvalidCursor(ValueError):
+    """A listing cursor this store did not give out."""
+
+
 class StoreUnavailable(Exception):
     """AWS throttled or failed past the retry budget; the caller should retry later."""
 

@@ -19,8 +19,16 @@ JSON = {"Content-Type": "application/json"}
 
 @pytest.fixture
 def client(backend: Backend) -> Iterator[TestClient]:
-    with TestClient(create_app(backend.settings, backend.store)) as test_client:
+    settings = backend.settings.model_copy(update={"listing": True})
+    with TestClient(create_app(settings, backend.store)) as test_client:
         yield test_client
+
+
+def test_listing_is_off_unless_the_deployment_turns_it_on(backend: Backend) -> None:
+    with TestClient(create_app(backend.settings, backend.store)) as closed:
+        closed.put("/v1/stream/secret", headers=JSON)
+        answer = closed.get("/v1/stream", params={"prefix": ""})
+        assert answer.status_code in {400, 404} and "secret" not in answer.text
 
 
 def make(client: TestClient, *paths: str) -> None:
@@ -86,6 +94,10 @@ def test_cursors_resume_the_scan_page_after_page(
         "cursor=" + base64.urlsafe_b64encode(b'{"pk": "s#x"}').decode(),
         "cursor=" + base64.urlsafe_b64encode(b'{"pk": 1, "sk": "meta"}').decode(),
         "cursor=" + base64.urlsafe_b64encode(b"[1]").decode(),
+        "cursor=" + base64.urlsafe_b64encode(b'{"pk": "", "sk": ""}').decode(),
+        "cursor=" + base64.urlsafe_b64encode(b'{"pk": "s#", "sk": "meta"}').decode(),
+        "cursor=" + base64.urlsafe_b64encode(b'{"pk": "x#y", "sk": "meta"}').decode(),
+        "cursor=" + base64.urlsafe_b64encode(b'{"pk": "s#a", "sk": ""}').decode(),
         "prefix=a&prefix=b",
         "cursor=a&cursor=b",
         "prefix=%01",

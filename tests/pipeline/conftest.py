@@ -26,27 +26,19 @@ use_emulator_credentials()  # for the executors that read the store directly
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from pyspark.sql import SparkSession
-
-    from pipeline import register
+    from pipeline import local_session
 
     work: Path = tmp_path_factory.mktemp("spark")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("durable-streams-aws tests")
-        .config("spark.driver.memory", "1g")
-        .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.warehouse.dir", str(work / "warehouse"))
-        .config("spark.local.dir", str(work / "local"))
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    conf = {
+        "spark.driver.memory": "1g",
+        "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.sql.warehouse.dir": str(work / "warehouse"),
+        "spark.local.dir": str(work / "local"),
+        "spark.sql.session.timeZone": "UTC",
+    }
+    session = local_session("durable-streams-aws tests", "local[2]", conf)
     yield session
     session.stop()
 
@@ -55,7 +47,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 def served(emulator: Emulator) -> Iterator[Served]:
     suffix = uuid.uuid4().hex[:12]
     table, bucket = f"t-{suffix}", f"b-{suffix}"
-    env = {"AWS_ENDPOINT_URL": emulator.endpoint, "DS_TABLE": table, "DS_BUCKET": bucket}
+    env = {
+        "AWS_ENDPOINT_URL": emulator.endpoint,
+        "DS_TABLE": table,
+        "DS_BUCKET": bucket,
+        "DS_LISTING": "true",  # the prefix option over HTTP
+    }
     with ServerProcess("--aws", "--long-poll-timeout", "1", env=env) as server:
         yield Served(f"{server.base_url}/v1/stream", table, bucket, emulator.endpoint)
 

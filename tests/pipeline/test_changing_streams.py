@@ -96,3 +96,23 @@ def test_a_stream_deleted_under_a_query_fails_it_by_default(
     assert sizes == [10]
     assert error is not None
     assert "'doomed' was deleted" in str(error) and "failOnDataLoss" in str(error)
+
+
+def test_a_stream_re_created_shorter_is_read_again_from_its_beginning(
+    spark: Any, streams_url: str, tmp_path: Path
+) -> None:
+    url = f"{streams_url}/again"
+    make(url, [f"old-{n:02d}" for n in range(30)])
+
+    def recreate(batch_id: int) -> None:
+        if batch_id == 0:  # after 10 of the 30: the stream is replaced by a shorter one
+            with DurableStream(url) as again:
+                again.delete()
+            make(url, ["n0", "n1", "n2"])
+
+    out = tmp_path / "out"
+    options = {"stream": "again", "maxMessagesPerTrigger": "10", "failOnDataLoss": "false"}
+    sizes, error = run(spark, streams_url, tmp_path / "checkpoint", out, recreate, **options)
+    assert error is None, error
+    assert sizes == [10, 3]
+    assert rows_by_stream(out)["again"] == [f"old-{n:02d}" for n in range(10)] + ["n0", "n1", "n2"]

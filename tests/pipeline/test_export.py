@@ -17,7 +17,7 @@ from spark_support import Served
 from support import ROOT
 
 from core.client import DurableStream
-from pipeline import DataLoss
+from pipeline import DataLoss, OptionError
 from pipeline.export import export, read_dataset
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -92,19 +92,26 @@ def test_each_export_adds_what_the_streams_gained(
     assert exported(spark, output) == rows  # nothing was added
 
 
+def command(*argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+
+
 def test_the_commands_export_directly_and_over_http(served: Served, tmp_path: Path) -> None:
     append(f"{served.url}/cmd/x", [{"k": n} for n in range(25)])
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     store = ["--table", served.table, "--bucket", served.bucket, "--endpoint", served.endpoint]
-    direct = subprocess.run(
-        [
-            *(sys.executable, "-m", "core.cli", "export", *store, "--prefix", "cmd/"),
-            *("--output", str(tmp_path / "direct"), "--master", "local[1]"),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    direct = command(
+        sys.executable,
+        "-m",
+        "core.cli",
+        "export",
+        *store,
+        "--prefix",
+        "cmd/",
+        "--output",
+        str(tmp_path / "direct"),
+        "--master",
+        "local[1]",
     )
     assert direct.returncode == 0, direct.stderr[-3000:]
     assert "exported 25 rows from 1 of 1 streams" in direct.stdout
@@ -112,15 +119,17 @@ def test_the_commands_export_directly_and_over_http(served: Served, tmp_path: Pa
     import pyspark
 
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    over_http = subprocess.run(
-        [
-            *(str(spark_submit), "--master", "local[1]", str(ROOT / "pipeline" / "export.py")),
-            *("--url", served.url, "--stream", "cmd/x", "--output", str(tmp_path / "http")),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    over_http = command(
+        str(spark_submit),
+        "--master",
+        "local[1]",
+        str(ROOT / "pipeline" / "export.py"),
+        "--url",
+        served.url,
+        "--stream",
+        "cmd/x",
+        "--output",
+        str(tmp_path / "http"),
     )
     assert over_http.returncode == 0, over_http.stderr[-3000:]
     assert "exported 25 rows" in over_http.stdout
@@ -132,11 +141,24 @@ def test_the_commands_export_directly_and_over_http(served: Served, tmp_path: Pa
 
 
 def test_bad_export_arguments_say_why(tmp_path: Path) -> None:
-    answer = subprocess.run(
-        [sys.executable, "-m", "core.cli", "export", "--output", str(tmp_path), "--stream", "a"],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    answer = command(
+        sys.executable, "-m", "core.cli", "export", "--output", str(tmp_path), "--stream", "a"
     )
     assert answer.returncode == 2
     assert "'url' is required" in answer.stderr
+
+
+def test_an_export_that_found_nothing_and_one_of_another_kind(
+    spark: Any, served: Served, tmp_path: Path
+) -> None:
+    direct = {**served.store_options, "prefix": "later/"}
+    output = tmp_path / "lake"
+    for _ in range(2):  # nothing there yet: only Spark's marker is written, and that is fine
+        assert export(spark, direct, str(output)).rows == 0
+    append(f"{served.url}/later/json", [1, 2])
+    assert export(spark, direct, str(output)).rows == 2
+
+    append(f"{served.url}/later/bytes", b"\x00\xff", "application/octet-stream")
+    with pytest.raises(OptionError, match="do not match the dataset"):
+        export(spark, direct, str(output))  # messages would be bytes now, not strings
+    assert [m for _, _, m in exported(spark, output)] == ["1", "2"]

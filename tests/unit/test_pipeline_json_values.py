@@ -61,6 +61,8 @@ def test_a_message_fills_its_fields_by_name() -> None:
         (2**63, LongType(), None),
         (1.5, IntegerType(), None),
         (3, DoubleType(), 3.0),
+        (10**400, DoubleType(), None),
+        (10**400, LongType(), None),
         (1.25, DoubleType(), 1.25),
         ("1.5", DoubleType(), None),
         ({"a": [1]}, StringType(), '{"a":[1]}'),  # a STRING field keeps the value's JSON

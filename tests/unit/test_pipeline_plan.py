@@ -36,6 +36,7 @@ def test_options_name_the_streams_and_their_offsets() -> None:
     assert options.origin == Origin(URL) and options.streams == ("a", "b", "c")
     assert options.starting == {"b": token(4)} and options.ending is None
     assert options.origin.stream_url("b") == f"{URL}/b"
+    assert options.origin.stream_url("a b/c?d#e%") == f"{URL}/a%20b/c%3Fd%23e%25"
     assert options.fail_on_data_loss and options.prefix is None
     latest = ReadOptions.parse({"url": URL, "stream": "a", "endingoffsets": "latest"})
     assert latest.ending is None and latest.starting == {}
