@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 
 from ..protocol.query import READ_PARAMETERS
 
-# The read parameters in the cache key (signed reads will add theirs).
-KEY_QUERY_PARAMETERS: tuple[str, ...] = READ_PARAMETERS
+# The read parameters in the cache key (signed reads will add theirs), and the listing's
+# prefix: listings are never stored, but a CDN collapses identical requests in flight, and two
+# listings of different prefixes must not be one request.
+KEY_QUERY_PARAMETERS: tuple[str, ...] = tuple(sorted((*READ_PARAMETERS, "prefix")))
 # Set by the viewer-request function on HEAD requests only (and removed from others), so a HEAD
 # is never answered from a cached GET: HEAD describes the tail, a GET a range.
 METHOD_KEY_HEADER = "x-ds-method"
