@@ -14,7 +14,7 @@ from itertools import pairwise
 from typing import Protocol
 
 from core.client import DurableStream, Offset, StreamGone, StreamNotFound, list_streams
-from core.client._wire import is_json
+from core.protocol.headers import is_json
 from core.protocol.jsonmode import split_messages
 from core.protocol.offsets import format_offset
 from core.storage import ReadBatch
@@ -60,8 +60,8 @@ class HttpAccess:
         json_stream = is_json(piece.content_type)
         with DurableStream(self.origin.stream_url(piece.stream)) as handle:
             for batch in handle.read(Offset(piece.start), until=Offset(piece.end)):
-                start = position(batch.offset.token) or 0
-                end = position(batch.next_offset.token) or 0
+                start = position(batch.offset.token)
+                end = position(batch.next_offset.token)
                 if json_stream:
                     messages = tuple(split_messages(batch.data, allow_empty_array=True))
                     yield ReadBatch(start, end, messages=messages)
@@ -105,7 +105,7 @@ class StorageAccess:
         info = self.store.get(piece.stream)
         if info is None or info.soft_deleted:
             raise StreamNotFound(f"stream {piece.stream!r} was deleted while being read")
-        at, end = position(piece.start) or 0, position(piece.end) or 0
+        at, end = position(piece.start), position(piece.end)
         if end > info.tail:
             raise StreamNotFound(f"stream {piece.stream!r} was re-created while being read")
         while at < end:
@@ -119,7 +119,7 @@ class StorageAccess:
         info = self.store.get(piece.stream)
         if info is None:
             return [piece]
-        start, end = position(piece.start) or 0, position(piece.end) or 0
+        start, end = position(piece.start), position(piece.end)
         cuts, last = [], start
         for boundary in self.store.boundaries(info, start, end):
             if boundary - last >= every:

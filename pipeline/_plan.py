@@ -116,7 +116,7 @@ def _offsets(value: str | None, keyword: str, name: str) -> dict[str, str] | Non
     except ValueError:
         parsed = None
     if not isinstance(parsed, dict) or not all(
-        isinstance(v, str) and (v == BEGINNING or position(v) is not None) for v in parsed.values()
+        isinstance(v, str) and is_offset(v) for v in parsed.values()
     ):
         raise OptionError(
             f"{name} must be {keyword!r} or a JSON object of stream -> offset "
@@ -143,14 +143,24 @@ def positive_option(options: Mapping[str, str], name: str) -> int | None:
     return int(value)
 
 
-def position(token: str) -> int | None:
-    """The byte position of an offset token this server gave out; None for anything else."""
+def is_offset(token: str) -> bool:
+    """Whether `token` is "-1" or an offset this server gives out."""
+    try:
+        position(token)
+    except ValueError:
+        return False
+    return True
+
+
+def position(token: str) -> int:
+    """The byte position of "-1" or of an offset token this server gave out (the options are
+    checked when parsed, and tails come from the server, so anything else is a bug)."""
     if token == BEGINNING:
         return 0
     try:
         return parse_position(token)
     except ProtocolError:
-        return None
+        raise ValueError(f"not an offset of this server: {token!r}") from None
 
 
 @dataclass(frozen=True)
@@ -185,13 +195,13 @@ def plan_slices(
             if stream not in listed:
                 lost(options, f"stream {stream!r} does not exist (deleted?)")
             continue
-        if (position(start) or 0) > (position(state.tail) or 0):
+        if position(start) > position(state.tail):
             lost(options, f"stream {stream!r} ends before {start} (deleted and re-created?)")
             start = BEGINNING
         end = state.tail if options.ending is None else options.ending.get(stream, state.tail)
-        if (position(end) or 0) > (position(state.tail) or 0):
+        if position(end) > position(state.tail):
             raise OptionError(f"endingOffsets: stream {stream!r} ends before {end}")
-        if (position(end) or 0) < (position(start) or 0):
+        if position(end) < position(start):
             raise OptionError(f"endingOffsets: stream {stream!r} ends before it starts")
         if position(end) != position(start):
             slices.append(StreamSlice(stream, start, end, state.content_type))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from core.client._wire import is_json
+from core.protocol.headers import is_json, media_type
 from core.protocol.offsets import format_offset
 from core.storage import ReadBatch
 
@@ -52,4 +52,4 @@ def rows(
 
 
 def is_textual(content_type: str) -> bool:
-    return is_json(content_type) or content_type.strip().lower().startswith("text/")
+    return is_json(content_type) or media_type(content_type).startswith("text/")

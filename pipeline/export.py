@@ -38,8 +38,8 @@ class ExportReport:
 def export(spark: Any, read_options: dict[str, str], output: str) -> ExportReport:
     """Append to the Parquet dataset at `output` what the streams (chosen by `read_options`,
     the `durable_streams` source's options) hold past what it already has."""
-    before = exported_offsets(spark, output)
-    held = _row_count(spark, output)
+    existing = _dataset(spark, output)
+    before, held = _standing(existing)
     options = dict(read_options)
     if before:
         starting = _still_read(before, options)
@@ -49,15 +49,14 @@ def export(spark: Any, read_options: dict[str, str], output: str) -> ExportRepor
     for name, value in options.items():
         reader = reader.option(name, value)
     frame = reader.load()
-    existing = _dataset(spark, output)
     if existing is not None:
         _check_columns(frame.schema, existing.schema)
     # One writer task per stream, so each stream's new rows land in one file: a run whose
     # commit is cut short leaves a stream's file whole or absent, never a gap to resume over.
     rows = frame.repartition("stream").sortWithinPartitions("stream", "offset")
     rows.write.mode("append").partitionBy("stream").parquet(output)
-    after = exported_offsets(spark, output)
-    return ExportReport(before, after, _row_count(spark, output) - held)
+    after, total = _standing(_dataset(spark, output))
+    return ExportReport(before, after, total - held)
 
 
 def _still_read(offsets: dict[str, str], options: dict[str, str]) -> dict[str, str]:
@@ -97,23 +96,22 @@ def _refuse_recreated(starting: dict[str, str], options: dict[str, str]) -> None
     _, states, _ = resolve(ReadOptions.parse({k.lower(): v for k, v in options.items()}))
     for stream, offset in sorted(starting.items()):
         state = states.get(stream)
-        if state is not None and (position(state.tail) or 0) < (position(offset) or 0):
+        if state is not None and position(state.tail) < position(offset):
             raise DataLoss(
                 f"stream {stream!r} was re-created since the last export (it ends before "
                 f"{offset}): move its partition out of the dataset to export it afresh"
             )
 
 
-def exported_offsets(spark: Any, output: str) -> dict[str, str]:
-    """Stream -> the greatest offset in the dataset (offsets are fixed-width, so the greatest
-    string is the last message); empty when there is no dataset yet."""
+def _standing(frame: Any) -> tuple[dict[str, str], int]:
+    """Where each stream stands in a dataset (None: there is none yet), and its row count.
+    Offsets are fixed-width, so the greatest string is the last message."""
+    if frame is None:
+        return {}, 0
     from pyspark.sql import functions as f
 
-    frame = _dataset(spark, output)
-    if frame is None:
-        return {}
     found = frame.groupBy("stream").agg(f.max("offset").alias("offset")).collect()
-    return {row.stream: row.offset for row in found}
+    return {row.stream: row.offset for row in found}, int(frame.count())
 
 
 def _dataset(spark: Any, output: str) -> Any:
@@ -126,11 +124,6 @@ def _dataset(spark: Any, output: str) -> Any:
         if error.getCondition() in NO_DATASET_CONDITIONS:
             return None
         raise
-
-
-def _row_count(spark: Any, output: str) -> int:
-    frame = _dataset(spark, output)
-    return 0 if frame is None else int(frame.count())
 
 
 def read_dataset(spark: Any, output: str) -> Any:

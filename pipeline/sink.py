@@ -19,7 +19,7 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 from pyspark.sql.types import Row
 
 from core.client import DurableStream, ProducerSettings, SyncIdempotentProducer
-from core.client._wire import is_json
+from core.protocol.headers import is_json
 
 from ._plan import OptionError
 

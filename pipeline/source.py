@@ -30,7 +30,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from core.client import StreamGone, StreamNotFound
-from core.client._wire import is_json
+from core.protocol.headers import is_json
 
 from ._access import access
 from ._json_values import SUPPORTED, parser, unsupported

@@ -136,7 +136,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _resume_point(self, stream: str, start: str, tail: str) -> str:
         """Where the stream is read on from: `start`, or its beginning when it is now shorter
         than that (deleted and re-created: data loss, which may fail the query)."""
-        if (position(tail) or 0) >= (position(start) or 0):
+        if position(tail) >= position(start):
             return start
         lost(self.options, f"stream {stream!r} ends before {start} (deleted and re-created?)")
         return FIRST
@@ -161,4 +161,4 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def _from(start: str, end: str) -> str:
     """A micro-batch's start in a stream: an end before its start means the stream was
     re-created shorter, and is read from its beginning (see `_resume_point`)."""
-    return FIRST if (position(end) or 0) < (position(start) or 0) else start
+    return FIRST if position(end) < position(start) else start
