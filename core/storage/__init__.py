@@ -1,5 +1,6 @@
 """The stream store: one interface, one implementation on DynamoDB + S3."""
 
+from ._seal_plan import SealPolicy
 from .base import StreamStore
 from .dynamo import DynamoStore
 from .gc import CollectionReport, Collector
@@ -18,6 +19,7 @@ from .model import (
     StreamInfo,
     StreamPage,
 )
+from .sealer import Sealer, SealReport
 
 __all__ = [
     "AppendOutcome",
@@ -32,6 +34,9 @@ __all__ = [
     "Payload",
     "Presence",
     "ReadBatch",
+    "SealPolicy",
+    "SealReport",
+    "Sealer",
     "Segment",
     "StoreUnavailable",
     "StreamInfo",

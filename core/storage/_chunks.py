@@ -9,13 +9,17 @@ one Query and costs what it returns, not what the stream holds.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from ..protocol.headers import is_json
 from . import _items as items
-from .aws import call
+from . import _segments as layout
+from ._segment_cache import SegmentCache
+from .aws import call, each_item, error_code, pages
 from .model import Payload, ReadBatch, Segment, StreamInfo
 
 # Well below DynamoDB's 400 KB item limit, leaving room for the message-length index.
@@ -24,6 +28,8 @@ DEFAULT_INLINE_MAX_BYTES = 64 * 1024
 _INLINE_INDEX_MAX_BYTES = 64 * 1024
 _QUERY_PAGE_ITEMS = 500
 DATA_ROOT = "data/"
+# Reads started again when an object vanished under them (see ObjectGone).
+_GONE_RETRIES = 3
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,22 @@ class Chunk:
     s3_key: str | None
     lengths: tuple[int, ...] | None
     lengths_key: str | None
+    # Set for a sealed segment: its object's page directory.
+    pages: tuple[layout.Page, ...] | None = None
+
+    @property
+    def sealed(self) -> bool:
+        return self.pages is not None
+
+
+class ObjectGone(Exception):
+    """An object a chunk or segment item named was removed after the item was read: the run
+    it held was sealed into a segment (or merged into a larger one) and the collector took
+    the old object. Reading again finds the items that replaced it."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -57,6 +79,7 @@ class ChunkStore:
         self.table = table
         self.bucket = bucket
         self.inline_max_bytes = inline_max_bytes
+        self.segments = SegmentCache()
 
     def store_body(self, incarnation: str, payload: Payload) -> StoredBody:
         """Small bodies travel inline in the commit; large ones go to S3 first, under a fresh
@@ -119,7 +142,19 @@ class ChunkStore:
 
     def read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
         """Committed data from `start`: about `max_bytes` of it, counted as the read's body
-        (for JSON the array it is served as, separators included)."""
+        (for JSON the array it is served as, separators included).
+
+        Sealing may replace the items a read is walking (see `core.storage.sealer`); the bytes
+        of every position stay the same, so a read that finds an object gone only has to look
+        again."""
+        for _ in range(_GONE_RETRIES):
+            try:
+                return self._read(info, start, max_bytes)
+            except ObjectGone as gone:
+                self.segments.forget(incarnation_of(gone.key), gone.key)
+        return self._read(info, start, max_bytes)
+
+    def _read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
         json_mode = is_json(info.content_type)
         data: list[bytes] = []
         messages: list[bytes] = []
@@ -137,9 +172,8 @@ class ChunkStore:
                 lo = max(position, chunk.start)
                 hi = min(segment.end, chunk.end)
                 if json_mode:
-                    taken, position, budget = self._take_messages(
-                        chunk, lo, hi, budget, first=not messages
-                    )
+                    take = self._take_sealed if chunk.sealed else self._take_messages
+                    taken, position, budget = take(chunk, lo, hi, budget, first=not messages)
                     messages.extend(taken)
                 else:
                     size = min(hi - lo, budget)
@@ -161,16 +195,7 @@ class ChunkStore:
         lengths = chunk.lengths
         if lengths is None and chunk.lengths_key is not None:
             lengths = items.unpack_lengths(self._s3_get(chunk.lengths_key))
-        bounds: list[tuple[int, int]] = []
-        cursor = chunk.start
-        for length in lengths or ():
-            if cursor >= lo and cursor + length <= hi:
-                served = length + 1  # with its separator
-                if budget < served and not (first and not bounds):
-                    break
-                bounds.append((cursor, cursor + length))
-                budget -= served
-            cursor += length
+        bounds, budget = _fitting(_spans(chunk.start, lengths or ()), lo, hi, budget, first)
         if not bounds:
             return [], lo, budget
         raw = self._chunk_bytes(chunk, bounds[0][0], bounds[-1][1])
@@ -178,37 +203,93 @@ class ChunkStore:
         taken = [raw[a - base : b - base] for a, b in bounds]
         return taken, bounds[-1][1], budget
 
+    def _take_sealed(
+        self, segment: Chunk, lo: int, hi: int, budget: int, first: bool
+    ) -> tuple[list[bytes], int, int]:
+        """Whole messages of a sealed segment within [lo, hi). The pages that fit the budget
+        whole are one ranged GET, headers included; when not even the first one does, its
+        header and then just the messages that fit (two small GETs). A read that has taken
+        something already stops at a page boundary rather than pay for a partial page."""
+        assert segment.pages is not None and segment.s3_key is not None
+        directory = segment.pages
+        first_page = layout.page_at(directory, lo)
+        last_page, estimate = first_page - 1, 0
+        for index in range(first_page, len(directory)):
+            page = directory[index]
+            size = page.served_size(lo, hi)
+            if page.position >= hi or estimate + size > budget:
+                break
+            last_page, estimate = index, estimate + size
+        found: list[tuple[int, bytes]] = []
+        if last_page >= first_page:
+            base = directory[first_page].offset
+            raw = self._s3_get(segment.s3_key, _range(base, directory[last_page].object_end))
+            for page in directory[first_page : last_page + 1]:
+                part = raw[page.offset - base : page.object_end - base]
+                found.extend(layout.messages_of(page, part))
+        elif first:
+            page = directory[first_page]
+            header = self._s3_get(segment.s3_key, _range(page.offset, page.data_offset))
+            spans = _spans(page.position, items.unpack_lengths(header))
+            bounds, _ = _fitting(spans, lo, hi, budget, first)
+            if bounds:
+                base = bounds[0][0]
+                begin = page.data_offset + base - page.position
+                raw = self._s3_get(segment.s3_key, _range(begin, begin + bounds[-1][1] - base))
+                found = [(a, raw[a - base : b - base]) for a, b in bounds]
+        by_start = dict(found)
+        spans = ((a, a + len(message)) for a, message in found)
+        bounds, budget = _fitting(spans, lo, hi, budget, first)
+        if not bounds:
+            return [], lo, budget
+        return [by_start[a] for a, _ in bounds], bounds[-1][1], budget
+
     def boundaries(self, info: StreamInfo, start: int, end: int) -> Iterator[int]:
-        """The positions strictly between `start` and `end` where stored chunks end, in order:
-        every one is a message boundary, so a range may be split there (a bulk job's
-        partitions). Only keys are read."""
+        """The positions strictly between `start` and `end` where stored chunks and the pages
+        of sealed segments end, in order: every one is a message boundary, so a range may be
+        split there (a bulk job's partitions). Only keys and page directories are read."""
         for segment in info.segments():
-            lo, hi = max(start, segment.start) + 1, min(end, segment.end) - 1
-            if lo > hi:  # no position strictly inside both (DynamoDB refuses BETWEEN hi, lo)
-                if start < segment.end < end:
-                    yield segment.end
-                continue
-            request: dict[str, Any] = {
-                "TableName": self.table,
-                "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-                "ExpressionAttributeValues": {
-                    ":pk": items.s(items.chunk_partition(segment.incarnation)),
-                    ":lo": items.s(items.chunk_sort_key(lo)),
-                    ":hi": items.s(items.chunk_sort_key(hi)),
-                },
-                "ProjectionExpression": "sk",
-            }
-            for item in self._query(request):
-                yield int(item["sk"]["S"].removeprefix("c#"))
+            lo, hi = max(start, segment.start), min(end, segment.end)
+            found: set[int] = set()
+            if lo < hi:
+                request: dict[str, Any] = {
+                    "TableName": self.table,
+                    "KeyConditionExpression": "pk = :pk AND sk > :lo",
+                    "ExpressionAttributeValues": {
+                        ":pk": items.s(items.chunk_partition(segment.incarnation)),
+                        ":lo": items.s(items.chunk_sort_key(lo)),
+                    },
+                    "ProjectionExpression": "sk, pg",
+                }
+                for item in each_item(self.dynamodb.query, request):
+                    item_end = int(item["sk"]["S"].removeprefix("c#"))
+                    if "pg" in item:
+                        directory = layout.pages(bytes(item["pg"]["B"]), item_end)
+                        found.update(page.position for page in directory)
+                    found.add(item_end)
+                    if item_end >= hi:
+                        break
+            found = {p for p in found if lo < p <= hi}
             if start < segment.end < end:
-                yield segment.end  # where a fork's inherited range gives way to the next
+                found.add(segment.end)  # where a fork's inherited range gives way to the next
+            yield from sorted(p for p in found if start < p < end)
 
     def _chunks(self, segment: Segment, position: int) -> Iterator[Chunk]:
         """Chunks of one incarnation that end after `position` and start before the segment
         ends. Stopping at the segment's end keeps out chunks committed after the metadata we
         hold, and the source's appends after a fork point; a chunk that straddles a fork point
-        is included and cut by the caller."""
-        low = max(position, segment.start) + 1
+        is included and cut by the caller. Sealed segments this process already knows are
+        served without a Query."""
+        position = max(position, segment.start)
+        while position < segment.end:
+            known = self.segments.covering(segment.incarnation, position)
+            if known is None:
+                break
+            yield known
+            position = known.end
+        else:
+            return
+        low = position + 1
         request: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND sk >= :lo",
@@ -219,24 +300,30 @@ class ChunkStore:
             "ConsistentRead": True,
             "Limit": _QUERY_PAGE_ITEMS,
         }
-        for item in self._query(request):
-            if not item["sk"]["S"].startswith("c#"):
+        for page in pages(self.dynamodb.query, request):
+            found = [decode_chunk(item) for item in page if item["sk"]["S"].startswith("c#")]
+            for chunk in found:
+                if chunk.sealed:
+                    self.segments.remember(segment.incarnation, chunk)
+            for chunk in found:
+                if chunk.start >= segment.end:
+                    return
+                yield chunk
+            if len(found) < len(page):
                 return
-            chunk = _decode(item)
-            if chunk.start >= segment.end:
-                return
-            yield chunk
 
-    def _query(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        """The items of a query, page after page (pages are read as they are needed)."""
-        request = dict(request)
-        while True:
-            response = call(self.dynamodb.query, **request)
-            yield from response.get("Items", [])
-            last = response.get("LastEvaluatedKey")
-            if not last:
-                return
-            request["ExclusiveStartKey"] = last
+    def pieces(self, chunk: Chunk, json_mode: bool) -> list[layout.Piece]:
+        """All of a chunk's or segment's bytes (with message lengths for JSON), to seal."""
+        if chunk.pages is not None:
+            assert chunk.s3_key is not None
+            return layout.pieces_of(chunk.pages, self._s3_get(chunk.s3_key), json_mode)
+        data = self._chunk_bytes(chunk, chunk.start, chunk.end)
+        if not json_mode:
+            return [layout.Piece(data)]
+        lengths = chunk.lengths
+        if lengths is None and chunk.lengths_key is not None:
+            lengths = items.unpack_lengths(self._s3_get(chunk.lengths_key))
+        return [layout.Piece(data, lengths)]
 
     def _chunk_bytes(self, chunk: Chunk, lo: int, hi: int) -> bytes:
         if hi <= lo:
@@ -246,15 +333,54 @@ class ChunkStore:
         assert chunk.s3_key is not None
         if lo == chunk.start and hi == chunk.end:
             return self._s3_get(chunk.s3_key)
-        byte_range = f"bytes={lo - chunk.start}-{hi - chunk.start - 1}"
-        return self._s3_get(chunk.s3_key, byte_range)
+        return self._s3_get(chunk.s3_key, _range(lo - chunk.start, hi - chunk.start))
 
     def _s3_get(self, key: str, byte_range: str | None = None) -> bytes:
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
         if byte_range is not None:
             kwargs["Range"] = byte_range
-        response = call(self.s3.get_object, **kwargs)
+        try:
+            response = call(self.s3.get_object, **kwargs)
+        except ClientError as exc:
+            if error_code(exc) in {"NoSuchKey", "404"}:
+                raise ObjectGone(key) from exc
+            raise
         return bytes(response["Body"].read())
+
+
+def _spans(start: int, lengths: Iterable[int]) -> Iterator[tuple[int, int]]:
+    """(start, end) of each message, from the first one's start and the lengths."""
+    for length in lengths:
+        yield start, start + length
+        start += length
+
+
+def _fitting(
+    spans: Iterable[tuple[int, int]], lo: int, hi: int, budget: int, first: bool
+) -> tuple[list[tuple[int, int]], int]:
+    """The messages within [lo, hi) that fit the budget, each costing its bytes and a
+    separator, and what is left of the budget. The first message of a response is taken
+    however large, so a reader always makes progress."""
+    bounds: list[tuple[int, int]] = []
+    for a, b in spans:
+        if a < lo or b > hi:
+            continue
+        served = b - a + 1
+        if budget < served and not (first and not bounds):
+            break
+        bounds.append((a, b))
+        budget -= served
+    return bounds, budget
+
+
+def _range(begin: int, end: int) -> str:
+    """An HTTP Range header for object bytes [begin, end)."""
+    return f"bytes={begin}-{end - 1}"
+
+
+def incarnation_of(key: str) -> str:
+    """The incarnation whose prefix an object lies under."""
+    return key[len(DATA_ROOT) :].split("/", 1)[0]
 
 
 def data_prefix(incarnation: str) -> str:
@@ -262,7 +388,7 @@ def data_prefix(incarnation: str) -> str:
     return f"{DATA_ROOT}{incarnation}/"
 
 
-def _decode(item: dict[str, Any]) -> Chunk:
+def decode_chunk(item: dict[str, Any]) -> Chunk:
     end = int(item["sk"]["S"][2:])
     packed = item.get("ml", {}).get("B")
     return Chunk(
@@ -272,4 +398,5 @@ def _decode(item: dict[str, Any]) -> Chunk:
         s3_key=item["k"]["S"] if "k" in item else None,
         lengths=items.unpack_lengths(bytes(packed)) if packed is not None else None,
         lengths_key=item["mk"]["S"] if "mk" in item else None,
+        pages=layout.pages(bytes(item["pg"]["B"]), end) if "pg" in item else None,
     )

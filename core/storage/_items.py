@@ -3,14 +3,18 @@
 One table holds everything:
   s#<path> / meta          the stream: incarnation, tail, closure, TTL, fork origin, ref count
   s#<path> / p#<producer>  one producer's epoch and last seq (valid for one incarnation)
-  d#<inc>  / c#<end>       one committed chunk of an incarnation, keyed by its end position
+  d#<inc>  / c#<end>       one committed chunk of an incarnation, keyed by its end position,
+                           or a sealed segment (an S3 object and its page directory) that
+                           replaced the chunks of [start, end)
   gc#<n>   / <inc>         an incarnation whose data nobody can read any more
+  sq#<n>   / <digest>      a stream with history to seal (its path, incarnation, tail)
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import struct
 import zlib
@@ -65,6 +69,36 @@ def chunk_sort_key(end: int) -> str:
 def retire_key(incarnation: str) -> Item:
     shard = zlib.crc32(incarnation.encode()) % RETIRE_SHARDS
     return _key(f"gc#{shard:02d}", incarnation)
+
+
+SEAL_SHARDS = 16
+SEAL_PREFIX = "sq#"
+
+
+def seal_partition(shard: int) -> str:
+    return f"{SEAL_PREFIX}{shard:02d}"
+
+
+def seal_mark_key(path: str) -> Item:
+    """Where a stream is marked for the sealer. The sort key is a digest: a path may be
+    longer than a sort key can be."""
+    shard = zlib.crc32(path.encode()) % SEAL_SHARDS
+    return _key(seal_partition(shard), hashlib.sha256(path.encode()).hexdigest())
+
+
+def seal_mark_put(table: str, info: StreamInfo, tail: int) -> Item:
+    """A transaction action marking the stream for the sealer (overwriting any mark)."""
+    return {
+        "Put": {
+            "TableName": table,
+            "Item": {
+                **seal_mark_key(info.path),
+                "path": s(info.path),
+                "inc": s(info.incarnation),
+                "at": n(tail),
+            },
+        }
+    }
 
 
 def _num(item: Item, name: str) -> float | None:
@@ -144,6 +178,7 @@ def decode_stream(path: str, item: Item) -> StreamInfo:
         ref_count=_int(item, "refs"),
         # Absent on streams written before windows were kept: every read then renews.
         renew_window=_num(item, "rw") or 0.0,
+        sealed=_int(item, "sd"),
     )
 
 
@@ -171,8 +206,9 @@ def decode_page_cursor(cursor: str) -> Item | None:
     return _key(partition, sort)
 
 
-# What a partition key of this table starts with: streams, chunk data, retired incarnations.
-_PARTITION_KINDS = (STREAM_PREFIX, "d#", "gc#")
+# What a partition key of this table starts with: streams, chunk data, retired incarnations,
+# sealing marks.
+_PARTITION_KINDS = (STREAM_PREFIX, "d#", "gc#", SEAL_PREFIX)
 
 
 def _fits(partition: str, sort: str) -> bool:

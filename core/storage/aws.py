@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +93,23 @@ def call(operation: Callable[..., Any], **kwargs: Any) -> Any:
         raise
     except BotoCoreError as exc:
         raise StoreUnavailable(str(exc)) from exc
+
+
+def pages(operation: Callable[..., Any], request: dict[str, Any]) -> Iterator[list[Any]]:
+    """The items of a paged read (Query, Scan), one page at a time, each read when needed."""
+    request = dict(request)
+    while True:
+        response = call(operation, **request)
+        yield response.get("Items", [])
+        last = response.get("LastEvaluatedKey")
+        if not last:
+            return
+        request["ExclusiveStartKey"] = last
+
+
+def each_item(operation: Callable[..., Any], request: dict[str, Any]) -> Iterator[Any]:
+    for page in pages(operation, request):
+        yield from page
 
 
 def is_throttle_code(code: object) -> bool:

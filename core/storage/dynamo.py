@@ -36,6 +36,7 @@ from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import _items as items
 from ._chunks import DEFAULT_INLINE_MAX_BYTES, ChunkStore, StoredBody
 from ._recent import RecentWrites
+from ._seal_plan import DEFAULT_HOT_BYTES, marks
 from .aws import Conflict, call, is_throttle_code
 from .model import (
     AppendOutcome,
@@ -119,10 +120,14 @@ class DynamoStore:
         sleep: Callable[[float], None] = time.sleep,
         telemetry: Telemetry | None = None,
         read_only: bool = False,
+        seal_mark_bytes: int = DEFAULT_HOT_BYTES,
     ) -> None:
         # A read-only store (bulk jobs, whose role may only read) sees expired streams as
         # clients do, but leaves reaping them to the server and the collector.
         self.read_only = read_only
+        # Commits mark a stream for the sealer each time its tail passes a multiple of this
+        # (and when it closes); see `core.storage.sealer`.
+        self.seal_mark_bytes = seal_mark_bytes
         self.dynamodb = dynamodb
         self.s3 = s3
         self.table = table
@@ -146,7 +151,7 @@ class DynamoStore:
     def _live(self, info: StreamInfo | None) -> StreamInfo | None:
         """The stream as clients see it: an expired one is reaped on sight (soft-deleted if
         forks still read it), and so is a soft-deleted one whose last fork is gone."""
-        if info is None or not self._lifecycle_due(info):
+        if info is None or not self.lifecycle_due(info):
             return info
         if not self.read_only:
             with contextlib.suppress(StoreUnavailable):
@@ -180,6 +185,11 @@ class DynamoStore:
                 paths.append(path)
         last = response.get("LastEvaluatedKey")
         return StreamPage(tuple(sorted(paths)), items.encode_page_cursor(last) if last else None)
+
+    def snapshot(self, path: str) -> StreamInfo | None:
+        """The stream item as stored: expired and soft-deleted streams included, nothing
+        reaped (for the sealer and other maintenance)."""
+        return self._get_raw(path)
 
     def _get_raw(self, path: str) -> StreamInfo | None:
         response = call(
@@ -220,7 +230,7 @@ class DynamoStore:
         for _ in self._attempts():
             now = self.clock()
             existing = self._get_raw(path)
-            if existing is not None and self._lifecycle_due(existing):
+            if existing is not None and self.lifecycle_due(existing):
                 # Finish the old stream on its own (it may release the very source this
                 # create forks), then look again.
                 self.finish_lifecycle(existing)
@@ -357,6 +367,10 @@ class DynamoStore:
             actions.append({"Put": self.chunks.chunk_put(info.incarnation, start, payload, body)})
         if source is not None:
             actions.append({"Update": self._reference(source, info.fork_position)})
+        if body is not None and marks(
+            info.fork_position, info.tail, info.closed, self.seal_mark_bytes
+        ):
+            actions.append(items.seal_mark_put(self.table, info, info.tail))
         self._write(actions)
 
     def _reference(self, source: StreamInfo, position: int) -> dict[str, Any]:
@@ -542,6 +556,8 @@ class DynamoStore:
                     )
                 }
             )
+        if marks(before.tail, after.tail, intent.close, self.seal_mark_bytes):
+            actions.append(items.seal_mark_put(self.table, before, after.tail))
         if len(actions) == 1:
             self._update_single(update)
         else:
@@ -634,7 +650,7 @@ class DynamoStore:
             return Presence.FOUND
         raise StoreUnavailable("delete kept losing races")
 
-    def _lifecycle_due(self, info: StreamInfo) -> bool:
+    def lifecycle_due(self, info: StreamInfo) -> bool:
         """An expired stream not yet reaped, or a soft-deleted one whose last fork is gone
         (a cascade that was cut short)."""
         if info.soft_deleted:
@@ -644,7 +660,7 @@ class DynamoStore:
     def finish_lifecycle(self, info: StreamInfo) -> bool:
         """Reap an expired stream, or finish an interrupted cascade (for readers, creates and
         the collector alike). True when something was done."""
-        if not self._lifecycle_due(info):
+        if not self.lifecycle_due(info):
             return False
         try:
             self._reap(info)

@@ -19,7 +19,7 @@ from typing import Any
 
 from . import _items as items
 from ._chunks import DATA_ROOT, data_prefix
-from .aws import Conflict, call
+from .aws import Conflict, call, each_item
 from .dynamo import DynamoStore
 
 DEFAULT_ORPHAN_GRACE_SECONDS = 3600.0
@@ -72,7 +72,7 @@ class Collector:
             "ExpressionAttributeNames": {"#del": "del", "#ttl": "ttl", "#exp": "exp"},
             "ExpressionAttributeValues": {":meta": items.s(items.META)},
         }
-        for item in self._pages(self.dynamodb.scan, scan):
+        for item in each_item(self.dynamodb.scan, scan):
             path = item["pk"]["S"][2:]
             if self.store.finish_lifecycle(items.decode_stream(path, item)):
                 finished += 1
@@ -87,13 +87,13 @@ class Collector:
                 "KeyConditionExpression": "pk = :pk",
                 "ExpressionAttributeValues": {":pk": items.s(f"gc#{shard:02d}")},
             }
-            for item in self._pages(self.dynamodb.query, query):
+            for item in each_item(self.dynamodb.query, query):
                 yield item["sk"]["S"], item["path"]["S"]
 
     def _remove_incarnation(self, incarnation: str, path: str, report: CollectionReport) -> None:
         chunk_keys = [
             {"pk": item["pk"], "sk": item["sk"]}
-            for item in self._pages(
+            for item in each_item(
                 self.dynamodb.query,
                 {
                     "TableName": self.table,
@@ -107,7 +107,7 @@ class Collector:
         ]
         producer_keys = [
             {"pk": item["pk"], "sk": item["sk"]}
-            for item in self._pages(
+            for item in each_item(
                 self.dynamodb.query,
                 {
                     "TableName": self.table,
@@ -154,23 +154,13 @@ class Collector:
             "ExpressionAttributeValues": {":pk": items.s(items.chunk_partition(incarnation))},
         }
         named: set[str] = set()
-        for item in self._pages(self.dynamodb.query, query):
+        for item in each_item(self.dynamodb.query, query):
             for attribute in ("k", "mk"):
                 if attribute in item:
                     named.add(item[attribute]["S"])
         return named
 
     # -------------------------------------------------------------- plumbing
-
-    def _pages(self, operation: Callable[..., Any], request: dict[str, Any]) -> Iterator[Any]:
-        request = dict(request)
-        while True:
-            response = operation(**request)
-            yield from response.get("Items", [])
-            last = response.get("LastEvaluatedKey")
-            if not last:
-                return
-            request["ExclusiveStartKey"] = last
 
     def _objects(self, prefix: str) -> Iterator[dict[str, Any]]:
         paginator = self.s3.get_paginator("list_objects_v2")

@@ -45,6 +45,8 @@ class StreamInfo:
     ref_count: int = 0
     # Sliding TTL: reads within this many seconds of `last_access` are not recorded.
     renew_window: float = 0.0
+    # Where the sealed part of its own data ends, as the sealer last recorded it (a hint).
+    sealed: int = 0
 
     def expiry_time(self) -> float | None:
         candidates = []

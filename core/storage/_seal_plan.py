@@ -1,0 +1,141 @@
+"""What sealing should do to one incarnation's stored items: a pure decision, so every case
+(crash leftovers, concurrent sealers, forks, closed streams) is a unit test.
+
+The items of an incarnation are chunks (one per append) and sealed segments, each covering
+[start, end) of the stream and keyed by its end. A segment replaces the item at its own end
+and then the others it covers, so at any moment some items may be covered by a segment (a
+sealer stopped halfway, or lost a race): those are redundant, and reads are right with or
+without them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MIB = 1024 * 1024
+DEFAULT_SEGMENT_BYTES = 8 * MIB
+DEFAULT_HOT_BYTES = 256 * 1024
+DEFAULT_PAGE_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One chunk or segment item, as a sealer sees it."""
+
+    start: int
+    end: int
+    sealed: bool
+    key: str | None = None  # the object of a segment (or of a chunk stored in S3)
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class SealPolicy:
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES  # what a segment grows to
+    hot_bytes: int = DEFAULT_HOT_BYTES  # an open stream's newest bytes stay in DynamoDB
+    page_bytes: int = DEFAULT_PAGE_BYTES  # a segment's read unit: reads take whole pages
+
+    def __post_init__(self) -> None:
+        if self.page_bytes <= 0 or self.segment_bytes <= 0 or self.hot_bytes < 0:
+            raise ValueError("sizes must be positive (hot_bytes may be 0)")
+
+
+@dataclass(frozen=True)
+class SealPlan:
+    redundant: tuple[Stored, ...]  # covered by a segment already: delete
+    groups: tuple[tuple[Stored, ...], ...]  # consecutive runs, each to become one segment
+    sealed_to: int  # where the sealed history ends once every group is sealed
+
+
+def marks(before: int, after: int, closing: bool, quantum: int) -> bool:
+    """Whether a commit taking the tail from `before` to `after` marks the stream for the
+    sealer: when it closes the stream, or carries the tail past a multiple of `quantum`
+    (every commit that adds data, with a quantum of 0). So an open stream holds at most
+    about two quanta of unsealed bytes, and marks cost one item write per quantum."""
+    if closing:
+        return True
+    if quantum <= 0:
+        return after > before
+    return before // quantum != after // quantum
+
+
+def plan(
+    stored: Sequence[Stored], origin: int, tail: int, closed: bool, policy: SealPolicy
+) -> SealPlan:
+    """The plan for an incarnation whose own data spans [origin, tail): a closed stream is
+    sealed to its tail, an open one up to `hot_bytes` before it. Segments shorter than half
+    the target are grown by sealing them again with what follows them."""
+    visible = sorted((x for x in stored if x.end <= tail), key=lambda x: (x.end, x.start))
+    redundant = _covered(visible)
+    dropped = set(redundant)
+    cover = _contiguous([x for x in visible if x not in dropped], origin)
+    bound = tail if closed else tail - policy.hot_bytes
+    first = next((i for i, x in enumerate(cover) if not x.sealed and x.end <= bound), None)
+    sealed_to = _sealed_prefix_end(cover, origin)
+    if first is None:
+        return SealPlan(tuple(redundant), (), sealed_to)
+    if first > 0 and cover[first - 1].size < policy.segment_bytes // 2:
+        first -= 1  # grow the short segment before the chunks
+    groups: list[tuple[Stored, ...]] = []
+    group: list[Stored] = []
+    size = 0
+    for item in cover[first:]:
+        if item.end > bound:
+            break
+        if group and size + item.size > policy.segment_bytes:
+            groups.append(tuple(group))
+            group, size = [], 0
+        group.append(item)
+        size += item.size
+    if group:
+        groups.append(tuple(group))
+    groups = [g for g in groups if not (len(g) == 1 and g[0].sealed)]
+    if groups:
+        sealed_to = groups[-1][-1].end
+    return SealPlan(tuple(redundant), tuple(groups), sealed_to)
+
+
+def _covered(items: Sequence[Stored]) -> list[Stored]:
+    """Items lying inside a segment that ends after them (none ends where another does:
+    items are keyed by their end)."""
+    segments = sorted((x for x in items if x.sealed), key=lambda x: x.end)
+    ends = [s.end for s in segments]
+    lowest_start = [0] * len(segments)
+    running = None
+    for index in range(len(segments) - 1, -1, -1):
+        start = segments[index].start
+        running = start if running is None else min(running, start)
+        lowest_start[index] = running
+    covered = []
+    for item in items:
+        index = bisect.bisect_right(ends, item.end)
+        if index < len(segments) and lowest_start[index] <= item.start:
+            covered.append(item)
+    return covered
+
+
+def _contiguous(cover: list[Stored], origin: int) -> list[Stored]:
+    """The items that join up from `origin`; anything after a gap (which no committed
+    stream has) is left alone."""
+    joined: list[Stored] = []
+    position = origin
+    for item in cover:
+        if item.start != position:
+            break
+        joined.append(item)
+        position = item.end
+    return joined
+
+
+def _sealed_prefix_end(cover: Sequence[Stored], origin: int) -> int:
+    position = origin
+    for item in cover:
+        if not item.sealed:
+            break
+        position = item.end
+    return position

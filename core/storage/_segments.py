@@ -1,0 +1,146 @@
+"""The layout of a sealed segment: one S3 object holding a run of a stream's bytes, in pages.
+
+A page holds whole messages only. For JSON streams it starts with a header, the packed lengths
+of its messages, followed by their bytes; other streams have no header, so their object is
+exactly the stream's bytes and any range of positions is one ranged GET. The page directory
+(where each page starts, in stream positions, and how many messages it holds) is small and
+lives in the segment's DynamoDB item, so a reader knows which object bytes to ask for before
+asking: a run of whole pages, headers included, is one ranged GET.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from . import _items as items
+
+_ENTRY = struct.Struct("<QI")  # page start position, message count
+LENGTH_BYTES = 4  # one packed message length in a page header
+
+
+@dataclass(frozen=True)
+class Page:
+    position: int  # stream position of its first byte
+    end: int  # stream position after its last byte
+    count: int  # messages (0 for streams that are not JSON)
+    offset: int  # object offset of its header (of its bytes, when there is no header)
+
+    @property
+    def data_offset(self) -> int:
+        return self.offset + LENGTH_BYTES * self.count
+
+    @property
+    def object_end(self) -> int:
+        return self.data_offset + self.end - self.position
+
+    def served_size(self, lo: int, hi: int) -> int:
+        """At most what the part of this page within [lo, hi) costs in a JSON response:
+        its bytes and one separator per message."""
+        return max(0, min(self.end, hi) - max(self.position, lo)) + self.count
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Consecutive stream bytes to seal, with their message lengths for JSON streams."""
+
+    data: bytes
+    lengths: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class SegmentBody:
+    body: bytes
+    directory: bytes
+
+
+def build(start: int, pieces: Iterable[Piece], json_mode: bool, page_bytes: int) -> SegmentBody:
+    """The object and directory for the bytes of `pieces`, which begin at position `start`.
+    A page is cut before the message that would take it past `page_bytes` (counted as a
+    JSON response counts it: bytes plus one separator per message), so every page fits a
+    read of that size; a message larger than that is a page of its own."""
+    body = bytearray()
+    directory = bytearray()
+    page_start, page_data, page_lengths = start, bytearray(), []
+    position = start
+
+    def close_page() -> None:
+        nonlocal page_start
+        if not page_data and not page_lengths:
+            return
+        directory.extend(_ENTRY.pack(page_start, len(page_lengths)))
+        if json_mode:
+            body.extend(items.pack_lengths(tuple(page_lengths)))
+        body.extend(page_data)
+        page_start = position
+        page_data.clear()
+        page_lengths.clear()
+
+    for piece in pieces:
+        if json_mode:
+            cursor = 0
+            for length in piece.lengths or ():
+                if page_data and len(page_data) + len(page_lengths) + length + 1 > page_bytes:
+                    close_page()
+                page_data.extend(piece.data[cursor : cursor + length])
+                page_lengths.append(length)
+                cursor += length
+                position += length
+            continue
+        view = memoryview(piece.data)
+        while view:
+            room = page_bytes - len(page_data)
+            taken = view[:room]
+            page_data.extend(taken)
+            position += len(taken)
+            view = view[room:]
+            if len(page_data) >= page_bytes:
+                close_page()
+    close_page()
+    return SegmentBody(bytes(body), bytes(directory))
+
+
+def pages(directory: bytes, end: int) -> tuple[Page, ...]:
+    """The pages a directory describes, for a segment ending at stream position `end`."""
+    entries = [_ENTRY.unpack_from(directory, i) for i in range(0, len(directory), _ENTRY.size)]
+    found: list[Page] = []
+    offset = 0
+    for index, (position, count) in enumerate(entries):
+        page_end = entries[index + 1][0] if index + 1 < len(entries) else end
+        page = Page(position, page_end, count, offset)
+        found.append(page)
+        offset = page.object_end
+    return tuple(found)
+
+
+def page_at(directory: Sequence[Page], position: int) -> int:
+    """The index of the page holding `position` (the first page when it lies before them)."""
+    starts = [page.position for page in directory]
+    return max(0, bisect.bisect_right(starts, position) - 1)
+
+
+def messages_of(page: Page, raw: bytes) -> list[tuple[int, bytes]]:
+    """(start position, bytes) of each message of a JSON page, from the object bytes of the
+    whole page (header first)."""
+    header = raw[: LENGTH_BYTES * page.count]
+    lengths = items.unpack_lengths(header)
+    found = []
+    position, cursor = page.position, len(header)
+    for length in lengths:
+        found.append((position, raw[cursor : cursor + length]))
+        position += length
+        cursor += length
+    return found
+
+
+def pieces_of(directory: Sequence[Page], raw: bytes, json_mode: bool) -> list[Piece]:
+    """A whole segment object read back as pieces (to seal it again into a larger one)."""
+    if not json_mode:
+        return [Piece(raw)]
+    found = []
+    for page in directory:
+        header = raw[page.offset : page.data_offset]
+        found.append(Piece(raw[page.data_offset : page.object_end], items.unpack_lengths(header)))
+    return found

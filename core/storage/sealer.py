@@ -1,0 +1,287 @@
+"""The sealer: moves a stream's history out of DynamoDB into large S3 segment objects, without
+changing a single offset.
+
+Order of writes, for a run of items covering [start, end) of one incarnation:
+  1. the segment object is written to S3 under a fresh key (`data/<inc>/seg-...`);
+  2. the segment item is written at key `c#<end>`, replacing the run's last item, on the
+     condition that this item is still the one that was read (a sealer that lost a race
+     stops here, and its object is an orphan for the collector);
+  3. the run's other items are deleted, each on the condition that it is still the item
+     that was read (so a segment another sealer wrote meanwhile is never removed).
+
+The reader's rule: items are keyed by their end, a read takes the first item ending after
+its position and reads from max(position, item start); it never matters whether an item it
+meets is a chunk or a segment covering that same chunk and more, since both hold the same
+bytes. So at every step (and after a crash at any step) a stream reads the same:
+  - after 1: the object is not named by any item; the collector removes it after its grace;
+  - after 2: the segment and the older chunks overlap; reads are right either way, and the
+    next run deletes the chunks it finds inside a segment;
+  - during 3: the same, with fewer leftovers. Objects of chunks that were replaced become
+    orphans for the collector; a reader that meets one just removed reads again (ObjectGone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..protocol.headers import is_json
+from . import _items as items
+from . import _segments as layout
+from ._chunks import data_prefix, decode_chunk
+from ._seal_plan import SealPlan, SealPolicy, Stored, plan
+from .aws import Conflict, call, each_item
+from .dynamo import DynamoStore
+from .model import StreamInfo
+
+_DELETE_THREADS = 8
+
+
+@dataclass
+class SealReport:
+    streams_examined: int = 0
+    streams_sealed: int = 0
+    segments_written: int = 0
+    bytes_sealed: int = 0
+    items_deleted: int = 0
+    races_lost: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class Sealer:
+    def __init__(self, store: DynamoStore, policy: SealPolicy | None = None) -> None:
+        self.store = store
+        self.policy = policy or SealPolicy()
+        self.dynamodb = store.dynamodb
+        self.s3 = store.s3
+        self.table = store.table
+        self.bucket = store.bucket
+
+    # ------------------------------------------------------------------ which streams
+
+    def run(self) -> SealReport:
+        """Seal the streams that commits marked (a stream is marked when its tail passes a
+        multiple of the store's `seal_mark_bytes`, and when it closes); each mark is cleared
+        once its stream is sealed, unless a newer commit marked it again meanwhile."""
+        report = SealReport()
+        for shard in range(items.SEAL_SHARDS):
+            query = {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :pk",
+                "ExpressionAttributeValues": {":pk": items.s(items.seal_partition(shard))},
+            }
+            for mark in each_item(self.dynamodb.query, query):
+                info = self.store.snapshot(mark["path"]["S"])
+                if info is not None and info.incarnation == mark["inc"]["S"]:
+                    report.streams_examined += 1
+                    self._seal(info, report)
+                self._clear(mark)
+        return report
+
+    def run_all(self) -> SealReport:
+        """Seal every stream with enough unsealed history, marked or not (a whole-table scan:
+        for operators, and for streams written before sealing was deployed)."""
+        report = SealReport()
+        scan: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": "sk = :meta AND (attribute_not_exists(#sd) OR #sd < #tail)",
+            "ExpressionAttributeNames": {"#sd": "sd", "#tail": "tail"},
+            "ExpressionAttributeValues": {":meta": items.s(items.META)},
+        }
+        for item in each_item(self.dynamodb.scan, scan):
+            info = items.decode_stream(item["pk"]["S"][len(items.STREAM_PREFIX) :], item)
+            if self.due(info):
+                report.streams_examined += 1
+                self._seal(info, report)
+        return report
+
+    def seal(self, path: str) -> SealReport:
+        """Seal one stream now, as far as the policy allows (a closed one entirely)."""
+        report = SealReport()
+        info = self.store.snapshot(path)
+        if info is not None:
+            report.streams_examined += 1
+            self._seal(info, report)
+        return report
+
+    def due(self, info: StreamInfo) -> bool:
+        unsealed = info.tail - max(info.sealed, info.fork_position)
+        if info.closed:
+            return unsealed > 0
+        return unsealed > self.policy.hot_bytes
+
+    def _clear(self, mark: dict[str, Any]) -> None:
+        """Remove a mark, unless a commit renewed it since it was read."""
+        with contextlib.suppress(Conflict):
+            call(
+                self.dynamodb.delete_item,
+                TableName=self.table,
+                Key={"pk": mark["pk"], "sk": mark["sk"]},
+                ConditionExpression="#at = :at AND #inc = :inc",
+                ExpressionAttributeNames={"#at": "at", "#inc": "inc"},
+                ExpressionAttributeValues={":at": mark["at"], ":inc": mark["inc"]},
+            )
+
+    # ------------------------------------------------------------------ one stream
+
+    def _seal(self, info: StreamInfo, report: SealReport) -> None:
+        if self.store.lifecycle_due(info):
+            return  # expired or released: the reaper and the collector take it from here
+        decided = plan(
+            list(self._stored(info.incarnation)),
+            info.fork_position,
+            info.tail,
+            info.closed,
+            self.policy,
+        )
+        report.items_deleted += self._delete(info.incarnation, decided.redundant)
+        sealed_to = self._seal_groups(info, decided, report)
+        if decided.groups:
+            report.streams_sealed += 1
+        if sealed_to > info.sealed:
+            self._record_frontier(info, sealed_to)
+
+    def _seal_groups(self, info: StreamInfo, decided: SealPlan, report: SealReport) -> int:
+        """Seal the plan's runs in order; where the sealed history ends afterwards."""
+        sealed_to = decided.sealed_to
+        for group in decided.groups:
+            if not self._seal_group(info, group):
+                report.races_lost += 1
+                return group[0].start
+            report.segments_written += 1
+            report.bytes_sealed += group[-1].end - group[0].start
+            report.items_deleted += self._delete(info.incarnation, group[:-1])
+        return sealed_to
+
+    def _stored(self, incarnation: str) -> Iterator[Stored]:
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": items.s(items.chunk_partition(incarnation))},
+            "ProjectionExpression": "sk, #st, #k, #pg",
+            "ExpressionAttributeNames": {"#st": "st", "#k": "k", "#pg": "pg"},
+            "ConsistentRead": True,
+        }
+        for item in each_item(self.dynamodb.query, request):
+            yield Stored(
+                start=int(item["st"]["N"]),
+                end=int(item["sk"]["S"].removeprefix("c#")),
+                sealed="pg" in item,
+                key=item["k"]["S"] if "k" in item else None,
+            )
+
+    def _seal_group(self, info: StreamInfo, group: tuple[Stored, ...]) -> bool:
+        """Steps 1 and 2 for one run; False when another writer changed its last item."""
+        start, end = group[0].start, group[-1].end
+        json_mode = is_json(info.content_type)
+        pieces = list(self._pieces(info.incarnation, group, json_mode))
+        if sum(len(piece.data) for piece in pieces) != end - start:
+            return False  # an item of the run was replaced since it was listed
+        built = layout.build(start, pieces, json_mode, self.policy.page_bytes)
+        key = f"{data_prefix(info.incarnation)}seg-{start:016d}-{end:016d}-{uuid.uuid4().hex[:8]}"
+        call(self.s3.put_object, Bucket=self.bucket, Key=key, Body=built.body)
+        last = group[-1]
+        condition, names, values = _still(last)
+        try:
+            call(
+                self.dynamodb.put_item,
+                TableName=self.table,
+                Item={
+                    "pk": items.s(items.chunk_partition(info.incarnation)),
+                    "sk": items.s(items.chunk_sort_key(end)),
+                    "st": items.n(start),
+                    "k": items.s(key),
+                    "pg": {"B": built.directory},
+                },
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except Conflict:
+            return False
+        return True
+
+    def _pieces(
+        self, incarnation: str, group: tuple[Stored, ...], json_mode: bool
+    ) -> Iterator[layout.Piece]:
+        """The bytes of a run, item after item, read as readers read them."""
+        wanted = {(x.start, x.end) for x in group}
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":pk": items.s(items.chunk_partition(incarnation)),
+                ":lo": items.s(items.chunk_sort_key(group[0].start + 1)),
+                ":hi": items.s(items.chunk_sort_key(group[-1].end)),
+            },
+            "ConsistentRead": True,
+        }
+        for item in each_item(self.dynamodb.query, request):
+            chunk = decode_chunk(item)
+            if (chunk.start, chunk.end) not in wanted:
+                continue  # covered by a segment: the plan deletes it
+            yield from self.store.chunks.pieces(chunk, json_mode)
+
+    # ------------------------------------------------------------------ after sealing
+
+    def _delete(self, incarnation: str, replaced: Iterable[Stored]) -> int:
+        """Step 3: each item goes only if it is still the one that was read."""
+
+        def delete(stored: Stored) -> int:
+            condition, names, values = _still(stored)
+            with contextlib.suppress(Conflict):
+                call(
+                    self.dynamodb.delete_item,
+                    TableName=self.table,
+                    Key={
+                        "pk": items.s(items.chunk_partition(incarnation)),
+                        "sk": items.s(items.chunk_sort_key(stored.end)),
+                    },
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues=values,
+                )
+                return 1
+            return 0
+
+        replaced = list(replaced)
+        if len(replaced) <= 1:
+            return sum(map(delete, replaced))
+        with ThreadPoolExecutor(_DELETE_THREADS) as pool:
+            return sum(pool.map(delete, replaced))
+
+    def _record_frontier(self, info: StreamInfo, sealed_to: int) -> None:
+        """Where sealed history ends, kept on the stream item so a sweep can pass over
+        streams with nothing to seal. Only a hint: sealing decides from the items."""
+        with contextlib.suppress(Conflict):
+            call(
+                self.dynamodb.update_item,
+                TableName=self.table,
+                Key=items.stream_key(info.path),
+                UpdateExpression="SET #sd = :to",
+                ConditionExpression="#inc = :inc AND (attribute_not_exists(#sd) OR #sd < :to)",
+                ExpressionAttributeNames={"#sd": "sd", "#inc": "inc"},
+                ExpressionAttributeValues={
+                    ":to": items.n(sealed_to),
+                    ":inc": items.s(info.incarnation),
+                },
+            )
+
+
+def _still(stored: Stored) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """A condition that holds while the item at `stored`'s key is the one that was read: a
+    chunk (which never has a page directory) starting where it did, or the same segment."""
+    if stored.sealed:
+        assert stored.key is not None
+        return "#k = :k", {"#k": "k"}, {":k": items.s(stored.key)}
+    return (
+        "attribute_exists(pk) AND #st = :st AND attribute_not_exists(#pg)",
+        {"#st": "st", "#pg": "pg"},
+        {":st": items.n(stored.start)},
+    )
