@@ -43,6 +43,14 @@ def _serve(args: argparse.Namespace) -> int:
         ensure_resources(backend)
         where = "the embedded emulator: data is kept IN MEMORY and lost when the server stops"
 
+    sealing = None
+    if settings.seal_interval > 0:
+        from .storage import Sealer
+        from .storage.background import BackgroundSealer
+
+        sealer = Sealer(backend.store, settings.seal_policy)
+        sealing = BackgroundSealer(sealer, settings.seal_interval).start()
+
     base_url = f"http://{args.host}:{args.port}{settings.base_path}/"
     print(f"dsaws: serving Durable Streams at {base_url}", flush=True)
     print(f"dsaws: storage is {where}", flush=True)
@@ -70,6 +78,8 @@ def _serve(args: argparse.Namespace) -> int:
             timeout_graceful_shutdown=1,
         )
     finally:
+        if sealing is not None:
+            sealing.stop()
         if cdn is not None:
             cdn.stop()
         if emulator is not None:
@@ -102,6 +112,24 @@ def _gc(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     report = Collector(backend.store, orphan_grace_seconds=args.orphan_grace).run()
+    print(json.dumps(report.as_dict()))
+    return 0
+
+
+def _seal(args: argparse.Namespace) -> int:
+    import json
+
+    from .runtime import build_backend
+    from .storage import Sealer
+
+    settings = _settings(args)
+    sealer = Sealer(build_backend(settings).store, settings.seal_policy)
+    if args.path:
+        report = sealer.seal(*args.path)
+    elif args.all:
+        report = sealer.run_all()
+    else:
+        report = sealer.run()
     print(json.dumps(report.as_dict()))
     return 0
 
@@ -189,6 +217,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds before an unreferenced upload counts as orphaned (default 3600)",
     )
     gc.set_defaults(handler=_gc)
+
+    seal = commands.add_parser(
+        "seal",
+        help="move stream history out of DynamoDB into S3 segments (real AWS or "
+        "AWS_ENDPOINT_URL*): the streams commits marked, or those named",
+    )
+    seal.add_argument("--table", help="DynamoDB table (default: DS_TABLE)")
+    seal.add_argument("--bucket", help="S3 bucket (default: DS_BUCKET)")
+    which = seal.add_mutually_exclusive_group()
+    which.add_argument(
+        "--path", action="append", help="seal this stream now (repeatable; a closed one whole)"
+    )
+    which.add_argument("--all", action="store_true", help="scan the whole table, marked or not")
+    seal.set_defaults(handler=_seal)
 
     commands.add_parser(
         "export",

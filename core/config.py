@@ -14,6 +14,12 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .protocol.caching import CacheRules
+from .storage._seal_plan import (
+    DEFAULT_HOT_BYTES,
+    DEFAULT_PAGE_BYTES,
+    DEFAULT_SEGMENT_BYTES,
+    SealPolicy,
+)
 
 MIB = 1024 * 1024
 # A Function URL carries at most 6 MB each way (6,291,556 bytes); this leaves room for the
@@ -74,6 +80,24 @@ class Settings(BaseSettings):
         False, description="answer GET {base_path}?prefix= with the streams under a prefix"
     )
 
+    segment_bytes: int = Field(
+        DEFAULT_SEGMENT_BYTES, ge=64, description="size sealed S3 segments grow to"
+    )
+    seal_page_bytes: int = Field(
+        DEFAULT_PAGE_BYTES,
+        ge=64,
+        description="a segment's read unit (keep it a quarter of max_read_bytes or less)",
+    )
+    seal_hot_bytes: int = Field(
+        DEFAULT_HOT_BYTES,
+        ge=0,
+        description="newest bytes of an open stream left unsealed; commits mark a stream "
+        "for the sealer each time this many more have arrived",
+    )
+    seal_interval: float = Field(
+        5.0, ge=0, description="seconds between sealer runs inside `dsaws serve` (0: never)"
+    )
+
     @model_validator(mode="after")
     def _fits_the_host(self) -> Settings:
         problems = [*self._lambda_problems(), *self._timeout_problems()]
@@ -129,6 +153,10 @@ class Settings(BaseSettings):
             self.stale_while_revalidate,
             self.cache_timeout_max_age,
         )
+
+    @property
+    def seal_policy(self) -> SealPolicy:
+        return SealPolicy(self.segment_bytes, self.seal_hot_bytes, self.seal_page_bytes)
 
     @property
     def sse_window_seconds(self) -> float:

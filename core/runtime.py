@@ -51,6 +51,7 @@ def build_backend(
         renew_fraction=settings.ttl_renew_fraction,
         write_deadline=settings.write_deadline,
         telemetry=telemetry,
+        seal_mark_bytes=settings.seal_hot_bytes,
     )
     return Backend(settings, dynamodb, s3, store, telemetry)
 

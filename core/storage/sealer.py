@@ -101,13 +101,14 @@ class Sealer:
                 self._seal(info, report)
         return report
 
-    def seal(self, path: str) -> SealReport:
-        """Seal one stream now, as far as the policy allows (a closed one entirely)."""
+    def seal(self, *paths: str) -> SealReport:
+        """Seal these streams now, as far as the policy allows (closed ones entirely)."""
         report = SealReport()
-        info = self.store.snapshot(path)
-        if info is not None:
-            report.streams_examined += 1
-            self._seal(info, report)
+        for path in paths:
+            info = self.store.snapshot(path)
+            if info is not None:
+                report.streams_examined += 1
+                self._seal(info, report)
         return report
 
     def due(self, info: StreamInfo) -> bool:

@@ -109,7 +109,7 @@ def test_runtimes_are_real_and_handlers_import(monkeypatch: pytest.MonkeyPatch) 
     functions = [
         r for r in template["Resources"].values() if r["Type"] == "AWS::Serverless::Function"
     ]
-    assert len(functions) == 2
+    assert len(functions) == 3  # the API, the collector, the sealer
     for function in functions:
         module_name, attribute = function["Properties"]["Handler"].rsplit(".", 1)
         handler = getattr(importlib.import_module(module_name), attribute)
@@ -132,6 +132,36 @@ def test_policies_grant_no_wildcard_actions_on_data() -> None:
                 assert "*" not in action, f"{name} grants {action}"
                 assert action.startswith(DATA_ACTION_PREFIXES), f"{name}: {action}"
             assert statement["Resource"] != "*", f"{name} grants on every resource"
+
+
+def test_the_sealer_runs_on_a_schedule_and_may_touch_only_what_sealing_needs() -> None:
+    template = load_template()
+    sealer = template["Resources"]["SealerFunction"]["Properties"]
+    assert sealer["Handler"] == "functions.sealer.handler"
+    schedule = sealer["Events"]["Schedule"]
+    assert schedule["Type"] == "Schedule"
+    assert schedule["Properties"]["Schedule"] == {"!Ref": "SealerSchedule"}
+    granted = {
+        action: statement["Resource"]
+        for statement in _statements(template["Resources"]["SealerFunction"])
+        for action in statement["Action"]
+    }
+    table = {"!GetAtt": "StreamsTable.Arn"}
+    data = {"!Sub": "${DataBucket.Arn}/data/*"}
+    assert granted == {
+        "dynamodb:GetItem": table,
+        "dynamodb:Query": table,
+        "dynamodb:Scan": table,
+        "dynamodb:PutItem": table,
+        "dynamodb:UpdateItem": table,
+        "dynamodb:DeleteItem": table,
+        "s3:GetObject": data,
+        "s3:PutObject": data,
+    }
+    # The API function and the sealer agree on when a stream is marked for sealing.
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert variables["DS_SEAL_HOT_BYTES"] == {"!Ref": "SealHotBytes"}
+    assert variables["DS_SEGMENT_BYTES"] == {"!Ref": "SegmentBytes"}
 
 
 def test_the_spark_jobs_are_off_by_default_and_their_role_reaches_only_the_store() -> None:

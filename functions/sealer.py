@@ -1,0 +1,31 @@
+"""The scheduled sealer function: moves stream history out of DynamoDB into S3 segments.
+
+The schedule's event seals the streams that commits marked; `{"path": "..."}` seals one
+stream and `{"all": true}` every stream (a whole-table scan, for operators)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from core.config import load_settings
+from core.runtime import build_backend
+from core.storage import Sealer
+
+logger = Logger(service="durable-streams-sealer")
+_settings = load_settings()
+_sealer = Sealer(build_backend(_settings).store, _settings.seal_policy)
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
+    path = event.get("path") if isinstance(event, dict) else None
+    if isinstance(path, str):
+        report = _sealer.seal(path)
+    elif isinstance(event, dict) and event.get("all") is True:
+        report = _sealer.run_all()
+    else:
+        report = _sealer.run()
+    logger.info("sealing finished", extra=report.as_dict())
+    return report.as_dict()
