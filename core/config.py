@@ -14,12 +14,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .protocol.caching import CacheRules
-from .storage._seal_plan import (
-    DEFAULT_HOT_BYTES,
-    DEFAULT_PAGE_BYTES,
-    DEFAULT_SEGMENT_BYTES,
-    SealPolicy,
-)
+from .storage._seal_plan import DEFAULT_HOT_BYTES, DEFAULT_SEGMENT_BYTES, SealPolicy
 
 MIB = 1024 * 1024
 # A Function URL carries at most 6 MB each way (6,291,556 bytes); this leaves room for the
@@ -30,6 +25,10 @@ LAMBDA_MAX_APPEND_BYTES = 4 * MIB
 # A wait (long-poll, SSE window, contended write) must end this long before the function's
 # timeout, to leave room for the reads and writes around it and for the response.
 WAIT_MARGIN_SECONDS = 5.0
+
+
+# What a sealed page leaves of a read response: the JSON array's brackets, and some room.
+_PAGE_ROOM = 64
 
 
 def running_in_lambda() -> bool:
@@ -83,10 +82,11 @@ class Settings(BaseSettings):
     segment_bytes: int = Field(
         DEFAULT_SEGMENT_BYTES, ge=64, description="size sealed S3 segments grow to"
     )
-    seal_page_bytes: int = Field(
-        DEFAULT_PAGE_BYTES,
+    seal_page_bytes: int | None = Field(
+        None,
         ge=64,
-        description="a segment's read unit (keep it a quarter of max_read_bytes or less)",
+        description="a segment's read unit, which a read response takes whole (default: "
+        "max_read_bytes less 64, so a catch-up read costs one ranged GET per response)",
     )
     seal_hot_bytes: int = Field(
         DEFAULT_HOT_BYTES,
@@ -156,7 +156,8 @@ class Settings(BaseSettings):
 
     @property
     def seal_policy(self) -> SealPolicy:
-        return SealPolicy(self.segment_bytes, self.seal_hot_bytes, self.seal_page_bytes)
+        page_bytes = self.seal_page_bytes or max(64, self.max_read_bytes - _PAGE_ROOM)
+        return SealPolicy(self.segment_bytes, self.seal_hot_bytes, page_bytes)
 
     @property
     def sse_window_seconds(self) -> float:

@@ -169,6 +169,10 @@ class ChunkStore:
             if segment.end <= position or spent():
                 continue
             for chunk in self._chunks(segment, position):
+                if chunk.start > max(position, segment.start):
+                    # A chunk a segment replaced, whose neighbours are already deleted:
+                    # the item holding `position` is that segment, further on.
+                    continue
                 lo = max(position, chunk.start)
                 hi = min(segment.end, chunk.end)
                 if json_mode:

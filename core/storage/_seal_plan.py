@@ -17,7 +17,8 @@ from dataclasses import dataclass
 MIB = 1024 * 1024
 DEFAULT_SEGMENT_BYTES = 8 * MIB
 DEFAULT_HOT_BYTES = 256 * 1024
-DEFAULT_PAGE_BYTES = 256 * 1024
+# One page per default read response (1 MiB, less the JSON array's brackets and some room).
+DEFAULT_PAGE_BYTES = MIB - 64
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Stored:
 class SealPolicy:
     segment_bytes: int = DEFAULT_SEGMENT_BYTES  # what a segment grows to
     hot_bytes: int = DEFAULT_HOT_BYTES  # an open stream's newest bytes stay in DynamoDB
-    page_bytes: int = DEFAULT_PAGE_BYTES  # a segment's read unit: reads take whole pages
+    page_bytes: int = DEFAULT_PAGE_BYTES  # a segment's read unit: a response takes whole pages
 
     def __post_init__(self) -> None:
         if self.page_bytes <= 0 or self.segment_bytes <= 0 or self.hot_bytes < 0:
@@ -48,8 +49,20 @@ class SealPolicy:
 @dataclass(frozen=True)
 class SealPlan:
     redundant: tuple[Stored, ...]  # covered by a segment already: delete
-    groups: tuple[tuple[Stored, ...], ...]  # consecutive runs, each to become one segment
-    sealed_to: int  # where the sealed history ends once every group is sealed
+    run: tuple[Stored, ...]  # consecutive items to seal, cut into segments as they are read
+    sealed_to: int  # where the sealed history ends once the run is sealed
+
+
+def cut_here(size: int, open_page_fill: int, policy: SealPolicy) -> bool:
+    """Whether a segment holding `size` stream bytes ends after the item just added. It
+    ends once it reaches the target size where a page ends full (or nearly: within 1/32 of
+    a page), so that reads, which take whole pages, fill every response and never need a
+    second object; it ends regardless two pages past the target."""
+    if size < policy.segment_bytes:
+        return False
+    if size >= policy.segment_bytes + 2 * policy.page_bytes:
+        return True
+    return open_page_fill == 0 or open_page_fill >= policy.page_bytes - policy.page_bytes // 32
 
 
 def marks(before: int, after: int, closing: bool, quantum: int) -> bool:
@@ -68,36 +81,20 @@ def plan(
     stored: Sequence[Stored], origin: int, tail: int, closed: bool, policy: SealPolicy
 ) -> SealPlan:
     """The plan for an incarnation whose own data spans [origin, tail): a closed stream is
-    sealed to its tail, an open one up to `hot_bytes` before it. Segments shorter than half
-    the target are grown by sealing them again with what follows them."""
+    sealed to its tail, an open one up to `hot_bytes` before it. A segment shorter than half
+    the target is grown by sealing it again with what follows it."""
     visible = sorted((x for x in stored if x.end <= tail), key=lambda x: (x.end, x.start))
     redundant = _covered(visible)
     dropped = set(redundant)
     cover = _contiguous([x for x in visible if x not in dropped], origin)
     bound = tail if closed else tail - policy.hot_bytes
     first = next((i for i, x in enumerate(cover) if not x.sealed and x.end <= bound), None)
-    sealed_to = _sealed_prefix_end(cover, origin)
     if first is None:
-        return SealPlan(tuple(redundant), (), sealed_to)
+        return SealPlan(tuple(redundant), (), _sealed_prefix_end(cover, origin))
     if first > 0 and cover[first - 1].size < policy.segment_bytes // 2:
         first -= 1  # grow the short segment before the chunks
-    groups: list[tuple[Stored, ...]] = []
-    group: list[Stored] = []
-    size = 0
-    for item in cover[first:]:
-        if item.end > bound:
-            break
-        if group and size + item.size > policy.segment_bytes:
-            groups.append(tuple(group))
-            group, size = [], 0
-        group.append(item)
-        size += item.size
-    if group:
-        groups.append(tuple(group))
-    groups = [g for g in groups if not (len(g) == 1 and g[0].sealed)]
-    if groups:
-        sealed_to = groups[-1][-1].end
-    return SealPlan(tuple(redundant), tuple(groups), sealed_to)
+    run = tuple(x for x in cover[first:] if x.end <= bound)
+    return SealPlan(tuple(redundant), run, run[-1].end)
 
 
 def _covered(items: Sequence[Stored]) -> list[Stored]:

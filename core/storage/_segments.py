@@ -56,50 +56,75 @@ class SegmentBody:
     directory: bytes
 
 
-def build(start: int, pieces: Iterable[Piece], json_mode: bool, page_bytes: int) -> SegmentBody:
-    """The object and directory for the bytes of `pieces`, which begin at position `start`.
-    A page is cut before the message that would take it past `page_bytes` (counted as a
-    JSON response counts it: bytes plus one separator per message), so every page fits a
-    read of that size; a message larger than that is a page of its own."""
-    body = bytearray()
-    directory = bytearray()
-    page_start, page_data, page_lengths = start, bytearray(), []
-    position = start
+class SegmentBuilder:
+    """Lays out a segment as its bytes arrive, piece after piece. A page is cut before the
+    message that would take it past `page_bytes` (counted as a JSON response counts it:
+    bytes plus one separator per message), so every page fits a read of that size; a
+    message larger than that is a page of its own."""
 
-    def close_page() -> None:
-        nonlocal page_start
-        if not page_data and not page_lengths:
-            return
-        directory.extend(_ENTRY.pack(page_start, len(page_lengths)))
-        if json_mode:
-            body.extend(items.pack_lengths(tuple(page_lengths)))
-        body.extend(page_data)
-        page_start = position
-        page_data.clear()
-        page_lengths.clear()
+    def __init__(self, start: int, json_mode: bool, page_bytes: int) -> None:
+        self.start = start
+        self.json_mode = json_mode
+        self.page_bytes = page_bytes
+        self.position = start
+        self._body = bytearray()
+        self._directory = bytearray()
+        self._page_start = start
+        self._page_data = bytearray()
+        self._page_lengths: list[int] = []
 
-    for piece in pieces:
-        if json_mode:
+    @property
+    def size(self) -> int:
+        """Stream bytes taken so far."""
+        return self.position - self.start
+
+    @property
+    def open_page_fill(self) -> int:
+        """What the page being filled would cost a reader (0: the last page is complete)."""
+        return len(self._page_data) + len(self._page_lengths)
+
+    def add(self, piece: Piece) -> None:
+        if self.json_mode:
             cursor = 0
             for length in piece.lengths or ():
-                if page_data and len(page_data) + len(page_lengths) + length + 1 > page_bytes:
-                    close_page()
-                page_data.extend(piece.data[cursor : cursor + length])
-                page_lengths.append(length)
+                if self._page_data and self.open_page_fill + length + 1 > self.page_bytes:
+                    self._close_page()
+                self._page_data.extend(piece.data[cursor : cursor + length])
+                self._page_lengths.append(length)
                 cursor += length
-                position += length
-            continue
+                self.position += length
+            return
         view = memoryview(piece.data)
         while view:
-            room = page_bytes - len(page_data)
-            taken = view[:room]
-            page_data.extend(taken)
-            position += len(taken)
-            view = view[room:]
-            if len(page_data) >= page_bytes:
-                close_page()
-    close_page()
-    return SegmentBody(bytes(body), bytes(directory))
+            taken = view[: self.page_bytes - len(self._page_data)]
+            self._page_data.extend(taken)
+            self.position += len(taken)
+            view = view[len(taken) :]
+            if len(self._page_data) >= self.page_bytes:
+                self._close_page()
+
+    def finish(self) -> SegmentBody:
+        self._close_page()
+        return SegmentBody(bytes(self._body), bytes(self._directory))
+
+    def _close_page(self) -> None:
+        if not self._page_data and not self._page_lengths:
+            return
+        self._directory.extend(_ENTRY.pack(self._page_start, len(self._page_lengths)))
+        if self.json_mode:
+            self._body.extend(items.pack_lengths(tuple(self._page_lengths)))
+        self._body.extend(self._page_data)
+        self._page_start = self.position
+        self._page_data.clear()
+        self._page_lengths.clear()
+
+
+def build(start: int, pieces: Iterable[Piece], json_mode: bool, page_bytes: int) -> SegmentBody:
+    """The object and directory for the bytes of `pieces`, which begin at position `start`."""
+    builder = SegmentBuilder(start, json_mode, page_bytes)
+    for piece in pieces:
+        builder.add(piece)
+    return builder.finish()
 
 
 def pages(directory: bytes, end: int) -> tuple[Page, ...]:

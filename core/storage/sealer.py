@@ -9,10 +9,11 @@ Order of writes, for a run of items covering [start, end) of one incarnation:
   3. the run's other items are deleted, each on the condition that it is still the item
      that was read (so a segment another sealer wrote meanwhile is never removed).
 
-The reader's rule: items are keyed by their end, a read takes the first item ending after
-its position and reads from max(position, item start); it never matters whether an item it
-meets is a chunk or a segment covering that same chunk and more, since both hold the same
-bytes. So at every step (and after a crash at any step) a stream reads the same:
+The reader's rule: items are keyed by their end; a read at a position takes, of the items
+ending after it, the first one that starts at or before it (skipping replaced chunks whose
+neighbours are already gone), and reads on from the position. It never matters whether that
+item is a chunk or a segment covering the chunk and more: both hold the same bytes. So at
+every step (and after a crash at any step) a stream reads the same:
   - after 1: the object is not named by any item; the collector removes it after its grace;
   - after 2: the segment and the older chunks overlap; reads are right either way, and the
     next run deletes the chunks it finds inside a segment;
@@ -32,8 +33,8 @@ from typing import Any
 from ..protocol.headers import is_json
 from . import _items as items
 from . import _segments as layout
-from ._chunks import data_prefix, decode_chunk
-from ._seal_plan import SealPlan, SealPolicy, Stored, plan
+from ._chunks import Chunk, data_prefix, decode_chunk
+from ._seal_plan import SealPolicy, Stored, cut_here, plan
 from .aws import Conflict, call, each_item
 from .dynamo import DynamoStore
 from .model import StreamInfo
@@ -142,23 +143,12 @@ class Sealer:
             self.policy,
         )
         report.items_deleted += self._delete(info.incarnation, decided.redundant)
-        sealed_to = self._seal_groups(info, decided, report)
-        if decided.groups:
+        sealed_to = decided.sealed_to
+        if decided.run:
             report.streams_sealed += 1
+            sealed_to = self._seal_run(info, decided.run, report)
         if sealed_to > info.sealed:
             self._record_frontier(info, sealed_to)
-
-    def _seal_groups(self, info: StreamInfo, decided: SealPlan, report: SealReport) -> int:
-        """Seal the plan's runs in order; where the sealed history ends afterwards."""
-        sealed_to = decided.sealed_to
-        for group in decided.groups:
-            if not self._seal_group(info, group):
-                report.races_lost += 1
-                return group[0].start
-            report.segments_written += 1
-            report.bytes_sealed += group[-1].end - group[0].start
-            report.items_deleted += self._delete(info.incarnation, group[:-1])
-        return sealed_to
 
     def _stored(self, incarnation: str) -> Iterator[Stored]:
         request: dict[str, Any] = {
@@ -177,18 +167,74 @@ class Sealer:
                 key=item["k"]["S"] if "k" in item else None,
             )
 
-    def _seal_group(self, info: StreamInfo, group: tuple[Stored, ...]) -> bool:
-        """Steps 1 and 2 for one run; False when another writer changed its last item."""
-        start, end = group[0].start, group[-1].end
+    def _seal_run(self, info: StreamInfo, run: tuple[Stored, ...], report: SealReport) -> int:
+        """Seal a run item after item, cutting a segment wherever `cut_here` says and at the
+        run's end; where sealed history ends afterwards (short of the run's end when an item
+        changed under us: another sealer got there first)."""
         json_mode = is_json(info.content_type)
-        pieces = list(self._pieces(info.incarnation, group, json_mode))
-        if sum(len(piece.data) for piece in pieces) != end - start:
-            return False  # an item of the run was replaced since it was listed
-        built = layout.build(start, pieces, json_mode, self.policy.page_bytes)
+        pending: list[Stored] = []
+        builder: layout.SegmentBuilder | None = None
+        for stored, chunk in self._run_items(info.incarnation, run):
+            if chunk is None:  # replaced since it was listed
+                report.races_lost += 1
+                return pending[0].start if pending else stored.start
+            if builder is None:
+                builder = layout.SegmentBuilder(stored.start, json_mode, self.policy.page_bytes)
+            for piece in self.store.chunks.pieces(chunk, json_mode):
+                builder.add(piece)
+            pending.append(stored)
+            last = stored is run[-1]
+            if last or cut_here(builder.size, builder.open_page_fill, self.policy):
+                if not self._record_segment(info, builder, pending):
+                    report.races_lost += 1
+                    return pending[0].start
+                report.segments_written += 1
+                report.bytes_sealed += builder.size
+                report.items_deleted += self._delete(info.incarnation, pending[:-1])
+                pending, builder = [], None
+        return run[-1].end
+
+    def _run_items(
+        self, incarnation: str, run: tuple[Stored, ...]
+    ) -> Iterator[tuple[Stored, Chunk | None]]:
+        """Each item of the run with its stored form, read in order a page at a time (None
+        for an item that is no longer what was listed)."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":pk": items.s(items.chunk_partition(incarnation)),
+                ":lo": items.s(items.chunk_sort_key(run[0].start + 1)),
+                ":hi": items.s(items.chunk_sort_key(run[-1].end)),
+            },
+            "ConsistentRead": True,
+        }
+        wanted = iter(run)
+        stored = next(wanted)
+        for item in each_item(self.dynamodb.query, request):
+            chunk = decode_chunk(item)
+            if chunk.end < stored.end:
+                continue  # covered by a segment: the plan deletes it
+            if (chunk.start, chunk.end, chunk.sealed) != (stored.start, stored.end, stored.sealed):
+                yield stored, None
+                return
+            yield stored, chunk
+            following = next(wanted, None)
+            if following is None:
+                return
+            stored = following
+        yield stored, None  # the run's remaining items are gone
+
+    def _record_segment(
+        self, info: StreamInfo, builder: layout.SegmentBuilder, replaced: list[Stored]
+    ) -> bool:
+        """Steps 1 and 2 for one segment; False when another writer changed the item it
+        replaces."""
+        start, end = builder.start, builder.position
+        built = builder.finish()
         key = f"{data_prefix(info.incarnation)}seg-{start:016d}-{end:016d}-{uuid.uuid4().hex[:8]}"
         call(self.s3.put_object, Bucket=self.bucket, Key=key, Body=built.body)
-        last = group[-1]
-        condition, names, values = _still(last)
+        condition, names, values = _still(replaced[-1])
         try:
             call(
                 self.dynamodb.put_item,
@@ -207,27 +253,6 @@ class Sealer:
         except Conflict:
             return False
         return True
-
-    def _pieces(
-        self, incarnation: str, group: tuple[Stored, ...], json_mode: bool
-    ) -> Iterator[layout.Piece]:
-        """The bytes of a run, item after item, read as readers read them."""
-        wanted = {(x.start, x.end) for x in group}
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-            "ExpressionAttributeValues": {
-                ":pk": items.s(items.chunk_partition(incarnation)),
-                ":lo": items.s(items.chunk_sort_key(group[0].start + 1)),
-                ":hi": items.s(items.chunk_sort_key(group[-1].end)),
-            },
-            "ConsistentRead": True,
-        }
-        for item in each_item(self.dynamodb.query, request):
-            chunk = decode_chunk(item)
-            if (chunk.start, chunk.end) not in wanted:
-                continue  # covered by a segment: the plan deletes it
-            yield from self.store.chunks.pieces(chunk, json_mode)
 
     # ------------------------------------------------------------------ after sealing
 
