@@ -20,7 +20,7 @@ from . import _items as items
 from . import _segments as layout
 from ._segment_cache import SegmentCache
 from .aws import call, each_item, error_code, pages
-from .model import Payload, ReadBatch, Segment, StreamInfo
+from .model import Payload, ReadBatch, Segment, StoreUnavailable, StreamInfo
 
 # Well below DynamoDB's 400 KB item limit, leaving room for the message-length index.
 DEFAULT_INLINE_MAX_BYTES = 64 * 1024
@@ -29,7 +29,7 @@ _INLINE_INDEX_MAX_BYTES = 64 * 1024
 _QUERY_PAGE_ITEMS = 500
 DATA_ROOT = "data/"
 # Reads started again when an object vanished under them (see ObjectGone).
-_GONE_RETRIES = 3
+_GONE_RETRIES = 4
 
 
 @dataclass(frozen=True)
@@ -151,8 +151,8 @@ class ChunkStore:
             try:
                 return self._read(info, start, max_bytes)
             except ObjectGone as gone:
-                self.segments.forget(incarnation_of(gone.key), gone.key)
-        return self._read(info, start, max_bytes)
+                self.segments.forget(incarnation_of(gone.key))
+        raise StoreUnavailable("stored objects kept changing under the read; retry")
 
     def _read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
         json_mode = is_json(info.content_type)

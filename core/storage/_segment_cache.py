@@ -44,8 +44,8 @@ class SegmentCache:
             holding = [s for s in known.values() if s.start <= position < s.end]
         return max(holding, key=lambda s: s.end, default=None)
 
-    def forget(self, incarnation: str, key: str) -> None:
+    def forget(self, incarnation: str) -> None:
+        """Drop what is known of an incarnation: one of its objects was found gone, so others
+        learnt at the same time may be too (segments grown again and again)."""
         with self._lock:
-            known = self._by_incarnation.get(incarnation)
-            if known is not None:
-                known.pop(key, None)
+            self._by_incarnation.pop(incarnation, None)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+import uuid
 from pathlib import Path
 
+import boto3
 import pytest
 from report import summarize
 from support import ServerProcess
 
 from core.cdn import install_nginx
+from infra.emulator import Emulator
 from interop import CACHE, NodeMissing, install_node_project
 
 HERE = Path(__file__).resolve().parent
@@ -69,6 +72,32 @@ def check_full_suite(server: ServerProcess, report: Path, label: str) -> None:
 def test_conformance_under_uvicorn(tmp_path: Path) -> None:
     server = ServerProcess("--long-poll-timeout", "1")
     check_full_suite(server, tmp_path / "report.json", "under uvicorn (dsaws serve)")
+
+
+def test_conformance_while_sealing_aggressively(tmp_path: Path, emulator: Emulator) -> None:
+    """Every stream is marked on every commit and sealed within 50 ms into segments of a few
+    hundred bytes with pages of 64, which are grown (replaced) again and again: reads run
+    into segments, leftover chunks and stale caches all the time. The server runs on the
+    session's emulator so the test can count the segments afterwards."""
+    table = bucket = f"conformance-sealing-{uuid.uuid4().hex[:8]}"
+    sealing = {
+        "AWS_ENDPOINT_URL": emulator.endpoint,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "DS_SEAL_INTERVAL": "0.05",
+        "DS_SEAL_HOT_BYTES": "0",
+        "DS_SEGMENT_BYTES": "300",
+        "DS_SEAL_PAGE_BYTES": "64",
+    }
+    args = ("--aws", "--table", table, "--bucket", bucket, "--long-poll-timeout", "1")
+    server = ServerProcess(*args, env=sealing)
+    check_full_suite(server, tmp_path / "report.json", "while sealing every 50 ms")
+    dynamodb = boto3.client("dynamodb", endpoint_url=emulator.endpoint, region_name="us-east-1")
+    pages = dynamodb.get_paginator("scan").paginate(
+        TableName=table, FilterExpression="attribute_exists(pg)", Select="COUNT"
+    )
+    segments = sum(page["Count"] for page in pages)
+    print(f"segments sealed during the suite and still live: {segments}")
+    assert segments > 100
 
 
 def test_conformance_through_the_lambda_handler(tmp_path: Path) -> None:
