@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -35,6 +36,20 @@ def store_on(backend: Backend, **options: Any) -> DynamoStore:
     return DynamoStore(
         backend.dynamodb, backend.s3, backend.settings.table, backend.settings.bucket, **options
     )
+
+
+def dsaws(env: dict[str, str], *args: str) -> dict[str, Any]:
+    """Run a `dsaws` command that prints a JSON report (gc, seal), and return the report."""
+    run = subprocess.run(
+        [sys.executable, "-m", "core.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    return dict(json.loads(run.stdout))
 
 
 class ServerProcess:

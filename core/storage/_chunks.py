@@ -169,6 +169,8 @@ class ChunkStore:
             if segment.end <= position or spent():
                 continue
             for chunk in self._chunks(segment, position):
+                if position >= segment.end:
+                    break
                 if chunk.start > max(position, segment.start):
                     # A chunk a segment replaced, whose neighbours are already deleted:
                     # the item holding `position` is that segment, further on.
@@ -183,7 +185,7 @@ class ChunkStore:
                     size = min(hi - lo, budget)
                     data.append(self._chunk_bytes(chunk, lo, lo + size))
                     position, budget = lo + size, budget - size
-                if spent() or position < hi:
+                if spent() or position < hi or position >= segment.end:
                     break
             if spent() or position < segment.end:
                 break
@@ -249,9 +251,10 @@ class ChunkStore:
         return [by_start[a] for a, _ in bounds], bounds[-1][1], budget
 
     def boundaries(self, info: StreamInfo, start: int, end: int) -> Iterator[int]:
-        """The positions strictly between `start` and `end` where stored chunks and the pages
-        of sealed segments end, in order: every one is a message boundary, so a range may be
+        """The positions strictly between `start` and `end` where stored chunks, and the pages
+        of sealed JSON segments, end, in order: every one is a message boundary, so a range may be
         split there (a bulk job's partitions). Only keys and page directories are read."""
+        json_mode = is_json(info.content_type)
         for segment in info.segments():
             lo, hi = max(start, segment.start), min(end, segment.end)
             found: set[int] = set()
@@ -267,7 +270,7 @@ class ChunkStore:
                 }
                 for item in each_item(self.dynamodb.query, request):
                     item_end = int(item["sk"]["S"].removeprefix("c#"))
-                    if "pg" in item:
+                    if "pg" in item and json_mode:  # other pages may end mid-character
                         directory = layout.pages(bytes(item["pg"]["B"]), item_end)
                         found.update(page.position for page in directory)
                     found.add(item_end)
@@ -279,11 +282,11 @@ class ChunkStore:
             yield from sorted(p for p in found if start < p < end)
 
     def _chunks(self, segment: Segment, position: int) -> Iterator[Chunk]:
-        """Chunks of one incarnation that end after `position` and start before the segment
-        ends. Stopping at the segment's end keeps out chunks committed after the metadata we
-        hold, and the source's appends after a fork point; a chunk that straddles a fork point
-        is included and cut by the caller. Sealed segments this process already knows are
-        served without a Query."""
+        """Chunks and segments of one incarnation that end after `position`, in order of their
+        ends. The caller stops at the segment's end, which keeps out chunks committed after
+        the metadata it holds and the source's appends after a fork point; a chunk that
+        straddles a fork point is cut by the caller. Sealed segments this process already
+        knows are served without a Query."""
         position = max(position, segment.start)
         while position < segment.end:
             known = self.segments.covering(segment.incarnation, position)
@@ -309,10 +312,10 @@ class ChunkStore:
             for chunk in found:
                 if chunk.sealed:
                     self.segments.remember(segment.incarnation, chunk)
-            for chunk in found:
-                if chunk.start >= segment.end:
-                    return
-                yield chunk
+            # Items past the segment's end are passed on too: the reader skips them while
+            # it looks for a segment that holds its position (replaced chunks may still be
+            # there, their neighbours deleted), and stops once it reaches the end.
+            yield from found
             if len(found) < len(page):
                 return
 

@@ -24,22 +24,33 @@ every step (and after a crash at any step) a stream reads the same:
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from ..protocol.headers import is_json
 from . import _items as items
 from . import _segments as layout
-from ._chunks import Chunk, data_prefix, decode_chunk
+from ._chunks import Chunk, ObjectGone, data_prefix, decode_chunk
 from ._seal_plan import SealPolicy, Stored, cut_here, plan
 from .aws import Conflict, call, each_item
 from .dynamo import DynamoStore
-from .model import StreamInfo
+from .model import StoreUnavailable, StreamInfo
 
 _DELETE_THREADS = 8
+# Plans made afresh after a lost race, before a stream is left for the next run.
+_ATTEMPTS = 3
+logger = logging.getLogger("dsaws.sealer")
+
+
+class InconsistentItem(Exception):
+    """A stored item whose bytes do not add up to its range (its message lengths disagree):
+    never sealed over, so nothing is lost; the stream is left for an operator."""
 
 
 @dataclass
@@ -50,6 +61,7 @@ class SealReport:
     bytes_sealed: int = 0
     items_deleted: int = 0
     races_lost: int = 0
+    streams_failed: int = 0  # left (marked) for the next run; the error is logged
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -81,7 +93,8 @@ class Sealer:
                 info = self.store.snapshot(mark["path"]["S"])
                 if info is not None and info.incarnation == mark["inc"]["S"]:
                     report.streams_examined += 1
-                    self._seal(info, report)
+                    if not self._seal_isolated(info, report):
+                        continue  # keep the mark: the next run tries again
                 self._clear(mark)
         return report
 
@@ -99,7 +112,7 @@ class Sealer:
             info = items.decode_stream(item["pk"]["S"][len(items.STREAM_PREFIX) :], item)
             if self.due(info):
                 report.streams_examined += 1
-                self._seal(info, report)
+                self._seal_isolated(info, report)
         return report
 
     def seal(self, *paths: str) -> SealReport:
@@ -111,6 +124,17 @@ class Sealer:
                 report.streams_examined += 1
                 self._seal(info, report)
         return report
+
+    def _seal_isolated(self, info: StreamInfo, report: SealReport) -> bool:
+        """Seal one stream of a sweep; False when it is not done (a failure, logged and
+        counted, or races lost attempt after attempt), so its mark stays for the next run.
+        One stream that cannot be sealed must not hold up the others."""
+        try:
+            return self._seal(info, report)
+        except (StoreUnavailable, ClientError, ObjectGone, InconsistentItem):
+            logger.exception("sealing %s failed; the next run tries again", info.path)
+            report.streams_failed += 1
+            return False
 
     def due(self, info: StreamInfo) -> bool:
         unsealed = info.tail - max(info.sealed, info.fork_position)
@@ -132,23 +156,29 @@ class Sealer:
 
     # ------------------------------------------------------------------ one stream
 
-    def _seal(self, info: StreamInfo, report: SealReport) -> None:
+    def _seal(self, info: StreamInfo, report: SealReport) -> bool:
+        """Seal one stream as far as the policy allows; False if another sealer kept
+        changing its items (each lost race lists them again and plans afresh)."""
         if self.store.lifecycle_due(info):
-            return  # expired or released: the reaper and the collector take it from here
-        decided = plan(
-            list(self._stored(info.incarnation)),
-            info.fork_position,
-            info.tail,
-            info.closed,
-            self.policy,
-        )
-        report.items_deleted += self._delete(info.incarnation, decided.redundant)
-        sealed_to = decided.sealed_to
-        if decided.run:
-            report.streams_sealed += 1
-            sealed_to = self._seal_run(info, decided.run, report)
-        if sealed_to > info.sealed:
-            self._record_frontier(info, sealed_to)
+            return True  # expired or released: the reaper and the collector take it from here
+        for _ in range(_ATTEMPTS):
+            decided = plan(
+                list(self._stored(info.incarnation)),
+                info.fork_position,
+                info.tail,
+                info.closed,
+                self.policy,
+            )
+            report.items_deleted += self._delete(info.incarnation, decided.redundant)
+            sealed_to = decided.sealed_to
+            if decided.run:
+                sealed_to = self._seal_run(info, decided.run, report)
+            if sealed_to > info.sealed:
+                self._record_frontier(info, sealed_to)
+            if sealed_to >= decided.sealed_to:
+                report.streams_sealed += 1 if decided.run else 0
+                return True
+        return False
 
     def _stored(self, incarnation: str) -> Iterator[Stored]:
         request: dict[str, Any] = {
@@ -182,6 +212,10 @@ class Sealer:
                 builder = layout.SegmentBuilder(stored.start, json_mode, self.policy.page_bytes)
             for piece in self.store.chunks.pieces(chunk, json_mode):
                 builder.add(piece)
+            if builder.position != stored.end:
+                raise InconsistentItem(
+                    f"{info.path}: the bytes stored up to {stored.end} end at {builder.position}"
+                )
             pending.append(stored)
             last = stored is run[-1]
             if last or cut_here(builder.size, builder.open_page_fill, self.policy):

@@ -12,7 +12,7 @@ import uuid
 
 import httpx
 from sealing_support import JSON, check_everywhere, filled_stream, partition_items
-from support import ROOT, ServerProcess, store_on
+from support import ROOT, ServerProcess, dsaws, store_on
 
 from core.config import Settings
 from core.protocol.append import AppendIntent
@@ -54,16 +54,7 @@ def test_dsaws_seal_seals_marked_named_and_all_streams(
     env = {**emulator_env(emulator), "DS_SEAL_HOT_BYTES": "0"}
 
     def seal(*args: str) -> dict[str, int]:
-        run = subprocess.run(
-            [sys.executable, "-m", "core.cli", "seal", "--table", table, "--bucket", bucket, *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert run.returncode == 0, run.stderr
-        return dict(json.loads(run.stdout))
+        return dsaws(env, "seal", "--table", table, "--bucket", bucket, *args)
 
     assert seal()["streams_examined"] == 1  # the close marked "closed"
     assert only_segments(backend, "closed") and not only_segments(backend, "named")

@@ -42,7 +42,7 @@ SMALL = SealPolicy(segment_bytes=3000, hot_bytes=0, page_bytes=400)
 
 def instance(backend: Backend, **options: Any) -> DynamoStore:
     """Another server instance on the same table and bucket, with a memory of its own."""
-    return store_on(backend, inline_max_bytes=backend.settings.inline_max_bytes, **options)
+    return store_on(backend, **{"inline_max_bytes": backend.settings.inline_max_bytes, **options})
 
 
 @pytest.mark.parametrize("content_type", [JSON, BYTES])
@@ -278,3 +278,41 @@ def _marks(backend: Backend) -> dict[str, dict[str, Any]]:
 def _scan(backend: Backend) -> list[dict[str, Any]]:
     response = backend.dynamodb.scan(TableName=backend.settings.table, ConsistentRead=True)
     return list(response["Items"])
+
+
+def test_a_stream_that_cannot_be_sealed_holds_up_no_other(backend: Backend) -> None:
+    store = instance(backend, seal_mark_bytes=0, inline_max_bytes=8)  # bodies go to S3
+    broken = filled_stream(store, "broken", BYTES, appends=5)
+    fine = filled_stream(store, "fine", BYTES, appends=5)
+    info = store.get("broken")
+    assert info is not None and broken.tail == info.tail
+    for key in object_keys(backend):
+        if key.startswith(f"data/{info.incarnation}/"):
+            backend.s3.delete_object(Bucket=backend.settings.bucket, Key=key)
+    report = Sealer(store, SMALL).run()
+    assert report.streams_failed == 1 and report.segments_written >= 1
+    assert set(_marks(backend)) == {"broken"}  # kept for the next run
+    check_everywhere(instance(backend), "fine", fine)
+
+
+def test_split_points_of_a_sealed_text_stream_fall_where_appends_ended(backend: Backend) -> None:
+    """Pages of streams that are not JSON are cut at a byte count, which may fall inside a
+    UTF-8 character: a bulk job must never split there (JSON pages end between messages)."""
+    store = instance(backend)
+    store.create("t", CreateSpec("text/plain"))
+    expected = Expected("text/plain")
+    for n in range(30):
+        append_units(store, "t", expected, [("é" * (n % 7 + 1) + "|").encode()])
+    Sealer(store, SealPolicy(segment_bytes=150, hot_bytes=0, page_bytes=16)).seal("t")
+    info = store.get("t")
+    assert info is not None
+    splits = set(store.boundaries(info, 0, info.tail))
+    assert splits and splits <= set(expected.boundaries())
+    json_store = instance(backend)
+    json_expected = filled_stream(json_store, "j", JSON, appends=30)
+    Sealer(json_store, SealPolicy(segment_bytes=3000, hot_bytes=0, page_bytes=200)).seal("j")
+    json_info = json_store.get("j")
+    assert json_info is not None
+    json_splits = set(json_store.boundaries(json_info, 0, json_info.tail))
+    assert json_splits <= set(json_expected.boundaries())
+    assert len(json_splits) > 3 * len(partition_items(backend, json_info.incarnation))  # pages

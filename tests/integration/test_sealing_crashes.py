@@ -20,7 +20,17 @@ from sealing_support import (
 from support import store_on
 
 from core.runtime import Backend
-from core.storage import Collector, DynamoStore, Sealer, SealPolicy, SealReport
+from core.storage import (
+    Collector,
+    CreateSpec,
+    CreateStatus,
+    DynamoStore,
+    ForkRequest,
+    Sealer,
+    SealPolicy,
+    SealReport,
+)
+from core.storage import _items as items
 from core.storage._seal_plan import plan
 
 POLICY = SealPolicy(segment_bytes=4000, hot_bytes=0, page_bytes=500)
@@ -115,3 +125,49 @@ def test_sealers_with_stale_plans_interleaved_lose_nothing(backend: Backend) -> 
     large._delete(info.incarnation, run_a[:-1])  # A, late: refuses B's segments
     check_everywhere(store_on(backend), "s", expected)
     finish_and_check(backend, expected)
+
+
+def test_a_fork_reads_its_source_while_only_chunks_past_the_fork_point_are_left(
+    backend: Backend,
+) -> None:
+    """The source's segment covers the fork point; its chunks below the fork point are
+    deleted, those above are not yet (deletes run in parallel, and a crash may stop them):
+    the first item past the fork reader's position starts after the fork point, and the
+    reader must go on to the segment rather than stop."""
+    store = store_on(backend)
+    source = filled_stream(store, "src", JSON, appends=40)
+    cut = source.boundaries()[len(source.units) // 2]
+    created = store.create("fork", CreateSpec(None, fork=ForkRequest("src", anchor=cut)))
+    assert created.status is CreateStatus.CREATED
+    with pytest.raises(Crash):  # the segment recorded, no chunk deleted
+        Sealer(crashing_store(backend, "dynamodb", "delete_item", 1), POLICY).seal("src")
+    info = store.snapshot("src")
+    assert info is not None
+    for item in partition_items(backend, info.incarnation):
+        if "pg" not in item and int(item["sk"]["S"][2:]) <= cut:
+            backend.dynamodb.delete_item(
+                TableName=backend.settings.table, Key={"pk": item["pk"], "sk": item["sk"]}
+            )
+    fork = Expected(JSON, source.units[: source.boundaries().index(cut)])
+    check_everywhere(store_on(backend), "fork", fork)
+    check_everywhere(store_on(backend), "src", source)
+
+
+def test_a_sealer_that_keeps_losing_races_keeps_the_mark(backend: Backend) -> None:
+    store = store_on(backend, seal_mark_bytes=0)
+    expected = filled_stream(store, "s", JSON, appends=30)
+    info = store.snapshot("s")
+    assert info is not None
+    stale = Sealer(store_on(backend), POLICY)
+    listed = list(stale._stored(info.incarnation))
+    Sealer(store_on(backend), SealPolicy(segment_bytes=1 << 20, hot_bytes=0)).seal("s")
+    stale._stored = lambda incarnation: iter(listed)  # type: ignore[method-assign]
+    report = stale.run()
+    assert report.races_lost >= 1 and report.streams_examined == 1
+    marks = backend.dynamodb.query(
+        TableName=backend.settings.table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": items.s(items.seal_mark_key("s")["pk"]["S"])},
+    )["Items"]
+    assert len(marks) == 1, "the mark stays for a run that can see the stream as it is"
+    check_everywhere(store_on(backend), "s", expected)

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 
 import httpx
-from support import ROOT, ServerProcess
+from support import ServerProcess, dsaws
 
 from infra.emulator import Emulator
 
@@ -89,21 +87,8 @@ def _read_all(client: httpx.Client, url: str) -> list[int]:
 
 
 def _collect(env: dict[str, str], table: str, bucket: str) -> None:
-    _dsaws(env, "gc", "--table", table, "--bucket", bucket, "--orphan-grace", "0")
+    dsaws(env, "gc", "--table", table, "--bucket", bucket, "--orphan-grace", "0")
 
 
 def _seal(env: dict[str, str], table: str, bucket: str) -> dict[str, int]:
-    return _dsaws(env, "seal", "--table", table, "--bucket", bucket, "--all")
-
-
-def _dsaws(env: dict[str, str], *args: str) -> dict[str, int]:
-    run = subprocess.run(
-        [sys.executable, "-m", "core.cli", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr
-    return dict(json.loads(run.stdout))
+    return dsaws(env, "seal", "--table", table, "--bucket", bucket, "--all")
