@@ -14,7 +14,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .protocol.caching import CacheRules
-from .storage._seal_plan import DEFAULT_HOT_BYTES, DEFAULT_SEGMENT_BYTES, SealPolicy
+from .storage import SealPolicy
 
 MIB = 1024 * 1024
 # A Function URL carries at most 6 MB each way (6,291,556 bytes); this leaves room for the
@@ -80,7 +80,7 @@ class Settings(BaseSettings):
     )
 
     segment_bytes: int = Field(
-        DEFAULT_SEGMENT_BYTES, ge=64, description="size sealed S3 segments grow to"
+        SealPolicy.segment_bytes, ge=64, description="size sealed S3 segments grow to"
     )
     seal_page_bytes: int | None = Field(
         None,
@@ -89,7 +89,7 @@ class Settings(BaseSettings):
         "max_read_bytes less 64, so a catch-up read costs one ranged GET per response)",
     )
     seal_hot_bytes: int = Field(
-        DEFAULT_HOT_BYTES,
+        SealPolicy.hot_bytes,
         ge=0,
         description="newest bytes of an open stream left unsealed; commits mark a stream "
         "for the sealer each time this many more have arrived",
