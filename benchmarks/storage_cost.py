@@ -27,7 +27,13 @@ import httpx
 from benchmarks.aws_calls import CallMeter
 from core.config import Settings
 from core.protocol.append import AppendIntent
-from core.runtime import Backend, build_backend, ensure_resources, use_emulator_credentials
+from core.runtime import (
+    Backend,
+    build_backend,
+    ensure_resources,
+    seal_policy,
+    use_emulator_credentials,
+)
 from core.storage import CreateSpec, Payload, Sealer
 from infra.emulator import Emulator
 
@@ -172,7 +178,7 @@ def seal(backend: Backend) -> tuple[float, dict[str, int]]:
     meter.attach(backend.dynamodb)
     meter.attach(backend.s3)
     started = time.perf_counter()
-    report = Sealer(backend.store, backend.settings.seal_policy).seal(PATH)
+    report = Sealer(backend.store, seal_policy(backend.settings)).seal(PATH)
     if report.races_lost:
         raise SystemExit(f"sealing lost a race on a quiet table: {report}")
     return time.perf_counter() - started, dict(meter.calls)

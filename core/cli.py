@@ -18,7 +18,7 @@ SAFE_ORPHAN_GRACE_SECONDS = 60.0
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from .runtime import build_backend, ensure_resources, use_emulator_credentials
+    from .runtime import build_backend, ensure_resources, seal_policy, use_emulator_credentials
 
     settings = _settings(args, long_poll_timeout=args.long_poll_timeout)
     if args.cdn_port is not None:
@@ -48,7 +48,7 @@ def _serve(args: argparse.Namespace) -> int:
         from .storage import Sealer
         from .storage.background import BackgroundSealer
 
-        sealer = Sealer(backend.store, settings.seal_policy)
+        sealer = Sealer(backend.store, seal_policy(settings))
         sealing = BackgroundSealer(sealer, settings.seal_interval).start()
 
     base_url = f"http://{args.host}:{args.port}{settings.base_path}/"
@@ -119,11 +119,11 @@ def _gc(args: argparse.Namespace) -> int:
 def _seal(args: argparse.Namespace) -> int:
     import json
 
-    from .runtime import build_backend
+    from .runtime import build_backend, seal_policy
     from .storage import Sealer
 
     settings = _settings(args)
-    sealer = Sealer(build_backend(settings).store, settings.seal_policy)
+    sealer = Sealer(build_backend(settings).store, seal_policy(settings))
     if args.path:
         report = sealer.seal(*args.path)
     elif args.all:

@@ -14,7 +14,6 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .protocol.caching import CacheRules
-from .storage import SealPolicy
 
 MIB = 1024 * 1024
 # A Function URL carries at most 6 MB each way (6,291,556 bytes); this leaves room for the
@@ -25,10 +24,6 @@ LAMBDA_MAX_APPEND_BYTES = 4 * MIB
 # A wait (long-poll, SSE window, contended write) must end this long before the function's
 # timeout, to leave room for the reads and writes around it and for the response.
 WAIT_MARGIN_SECONDS = 5.0
-
-
-# What a sealed page leaves of a read response: the JSON array's brackets, and some room.
-_PAGE_ROOM = 64
 
 
 def running_in_lambda() -> bool:
@@ -79,8 +74,11 @@ class Settings(BaseSettings):
         False, description="answer GET {base_path}?prefix= with the streams under a prefix"
     )
 
-    segment_bytes: int = Field(
-        SealPolicy.segment_bytes, ge=64, description="size sealed S3 segments grow to"
+    # The sealing sizes default to the sealer's own (`core.storage.SealPolicy`, 8 MiB and
+    # 256 KiB); `core.runtime.seal_policy` combines them. Settings leave the storage package
+    # unimported: every `dsaws` command reads them.
+    segment_bytes: int | None = Field(
+        None, ge=64, description="size sealed S3 segments grow to (default 8 MiB)"
     )
     seal_page_bytes: int | None = Field(
         None,
@@ -88,11 +86,11 @@ class Settings(BaseSettings):
         description="a segment's read unit, which a read response takes whole (default: "
         "max_read_bytes less 64, so a catch-up read costs one ranged GET per response)",
     )
-    seal_hot_bytes: int = Field(
-        SealPolicy.hot_bytes,
+    seal_hot_bytes: int | None = Field(
+        None,
         ge=0,
         description="newest bytes of an open stream left unsealed; commits mark a stream "
-        "for the sealer each time this many more have arrived",
+        "for the sealer each time this many more have arrived (default 256 KiB)",
     )
     seal_interval: float = Field(
         5.0, ge=0, description="seconds between sealer runs inside `dsaws serve` (0: never)"
@@ -153,11 +151,6 @@ class Settings(BaseSettings):
             self.stale_while_revalidate,
             self.cache_timeout_max_age,
         )
-
-    @property
-    def seal_policy(self) -> SealPolicy:
-        page_bytes = self.seal_page_bytes or max(64, self.max_read_bytes - _PAGE_ROOM)
-        return SealPolicy(self.segment_bytes, self.seal_hot_bytes, page_bytes)
 
     @property
     def sse_window_seconds(self) -> float:

@@ -11,12 +11,14 @@ from fastapi import FastAPI
 
 from .app import create_app
 from .config import Settings
-from .storage import DynamoStore
+from .storage import DynamoStore, SealPolicy
 from .storage.aws import AwsSettings, make_clients
 from .storage.bootstrap import ensure_bucket, ensure_table
 from .telemetry import Telemetry
 
 EMULATOR_REGION = "us-east-1"
+# What a sealed page leaves of a read response: the JSON array's brackets, and some room.
+_PAGE_ROOM = 64
 
 
 @dataclass
@@ -30,6 +32,17 @@ class Backend:
 
     def app(self, access_log: logging.Logger | None = None) -> FastAPI:
         return create_app(self.settings, self.store, self.telemetry, access_log)
+
+
+def seal_policy(settings: Settings) -> SealPolicy:
+    """The sealer's policy: the sizes the settings give, the policy's own defaults for the
+    rest; a page is one read response unless set."""
+    given = {
+        "segment_bytes": settings.segment_bytes,
+        "hot_bytes": settings.seal_hot_bytes,
+        "page_bytes": settings.seal_page_bytes or max(64, settings.max_read_bytes - _PAGE_ROOM),
+    }
+    return SealPolicy(**{name: value for name, value in given.items() if value is not None})
 
 
 def build_backend(
@@ -51,7 +64,7 @@ def build_backend(
         renew_fraction=settings.ttl_renew_fraction,
         write_deadline=settings.write_deadline,
         telemetry=telemetry,
-        seal_mark_bytes=settings.seal_hot_bytes,
+        seal_mark_bytes=seal_policy(settings).hot_bytes,
     )
     return Backend(settings, dynamodb, s3, store, telemetry)
 

@@ -10,12 +10,12 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from core.config import load_settings
-from core.runtime import build_backend
+from core.runtime import build_backend, seal_policy
 from core.storage import Sealer
 
 logger = Logger(service="durable-streams-sealer")
 _settings = load_settings()
-_sealer = Sealer(build_backend(_settings).store, _settings.seal_policy)
+_sealer = Sealer(build_backend(_settings).store, seal_policy(_settings))
 
 
 @logger.inject_lambda_context(clear_state=True)
