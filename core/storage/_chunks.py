@@ -122,8 +122,7 @@ class ChunkStore:
                 f"{incarnation}"
             )
         item: dict[str, Any] = {
-            "pk": items.s(items.chunk_partition(incarnation)),
-            "sk": items.s(items.chunk_sort_key(start + len(payload))),
+            **items.chunk_key(incarnation, start + len(payload)),
             "st": items.n(start),
         }
         if body.inline is not None:
@@ -169,8 +168,6 @@ class ChunkStore:
             if segment.end <= position or spent():
                 continue
             for chunk in self._chunks(segment, position):
-                if position >= segment.end:
-                    break
                 if chunk.start > max(position, segment.start):
                     # A chunk a segment replaced, whose neighbours are already deleted:
                     # the item holding `position` is that segment, further on.
@@ -259,15 +256,8 @@ class ChunkStore:
             lo, hi = max(start, segment.start), min(end, segment.end)
             found: set[int] = set()
             if lo < hi:
-                request: dict[str, Any] = {
-                    "TableName": self.table,
-                    "KeyConditionExpression": "pk = :pk AND sk > :lo",
-                    "ExpressionAttributeValues": {
-                        ":pk": items.s(items.chunk_partition(segment.incarnation)),
-                        ":lo": items.s(items.chunk_sort_key(lo)),
-                    },
-                    "ProjectionExpression": "sk, pg",
-                }
+                request = self._ending_after(segment.incarnation, lo)
+                request["ProjectionExpression"] = "sk, pg"
                 for item in each_item(self.dynamodb.query, request):
                     item_end = int(item["sk"]["S"].removeprefix("c#"))
                     if "pg" in item and json_mode:  # other pages may end mid-character
@@ -296,17 +286,8 @@ class ChunkStore:
             position = known.end
         else:
             return
-        low = position + 1
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk AND sk >= :lo",
-            "ExpressionAttributeValues": {
-                ":pk": items.s(items.chunk_partition(segment.incarnation)),
-                ":lo": items.s(items.chunk_sort_key(low)),
-            },
-            "ConsistentRead": True,
-            "Limit": _QUERY_PAGE_ITEMS,
-        }
+        request = self._ending_after(segment.incarnation, position)
+        request.update(ConsistentRead=True, Limit=_QUERY_PAGE_ITEMS)
         for page in pages(self.dynamodb.query, request):
             found = [decode_chunk(item) for item in page if item["sk"]["S"].startswith("c#")]
             for chunk in found:
@@ -318,6 +299,17 @@ class ChunkStore:
             yield from found
             if len(found) < len(page):
                 return
+
+    def _ending_after(self, incarnation: str, position: int) -> dict[str, Any]:
+        """A Query for the items of an incarnation that end after `position`, in order."""
+        return {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND sk > :after",
+            "ExpressionAttributeValues": {
+                ":pk": items.s(items.chunk_partition(incarnation)),
+                ":after": items.s(items.chunk_sort_key(position)),
+            },
+        }
 
     def pieces(self, chunk: Chunk, json_mode: bool) -> list[layout.Piece]:
         """All of a chunk's or segment's bytes (with message lengths for JSON), to seal."""

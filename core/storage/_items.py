@@ -66,6 +66,11 @@ def chunk_sort_key(end: int) -> str:
     return f"c#{end:0{_POSITION_WIDTH}d}"
 
 
+def chunk_key(incarnation: str, end: int) -> Item:
+    """The key of the chunk (or sealed segment) of an incarnation that ends at `end`."""
+    return {"pk": s(chunk_partition(incarnation)), "sk": s(chunk_sort_key(end))}
+
+
 def retire_key(incarnation: str) -> Item:
     shard = zlib.crc32(incarnation.encode()) % RETIRE_SHARDS
     return _key(f"gc#{shard:02d}", incarnation)

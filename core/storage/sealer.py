@@ -144,15 +144,12 @@ class Sealer:
 
     def _clear(self, mark: dict[str, Any]) -> None:
         """Remove a mark, unless a commit renewed it since it was read."""
-        with contextlib.suppress(Conflict):
-            call(
-                self.dynamodb.delete_item,
-                TableName=self.table,
-                Key={"pk": mark["pk"], "sk": mark["sk"]},
-                ConditionExpression="#at = :at AND #inc = :inc",
-                ExpressionAttributeNames={"#at": "at", "#inc": "inc"},
-                ExpressionAttributeValues={":at": mark["at"], ":inc": mark["inc"]},
-            )
+        self._delete_if(
+            {"pk": mark["pk"], "sk": mark["sk"]},
+            "#at = :at AND #inc = :inc",
+            {"#at": "at", "#inc": "inc"},
+            {":at": mark["at"], ":inc": mark["inc"]},
+        )
 
     # ------------------------------------------------------------------ one stream
 
@@ -274,8 +271,7 @@ class Sealer:
                 self.dynamodb.put_item,
                 TableName=self.table,
                 Item={
-                    "pk": items.s(items.chunk_partition(info.incarnation)),
-                    "sk": items.s(items.chunk_sort_key(end)),
+                    **items.chunk_key(info.incarnation, end),
                     "st": items.n(start),
                     "k": items.s(key),
                     "pg": {"B": built.directory},
@@ -294,27 +290,30 @@ class Sealer:
         """Step 3: each item goes only if it is still the one that was read."""
 
         def delete(stored: Stored) -> int:
-            condition, names, values = _still(stored)
-            with contextlib.suppress(Conflict):
-                call(
-                    self.dynamodb.delete_item,
-                    TableName=self.table,
-                    Key={
-                        "pk": items.s(items.chunk_partition(incarnation)),
-                        "sk": items.s(items.chunk_sort_key(stored.end)),
-                    },
-                    ConditionExpression=condition,
-                    ExpressionAttributeNames=names,
-                    ExpressionAttributeValues=values,
-                )
-                return 1
-            return 0
+            return int(self._delete_if(items.chunk_key(incarnation, stored.end), *_still(stored)))
 
         replaced = list(replaced)
         if len(replaced) <= 1:
             return sum(map(delete, replaced))
         with ThreadPoolExecutor(_DELETE_THREADS) as pool:
             return sum(pool.map(delete, replaced))
+
+    def _delete_if(
+        self, key: dict[str, Any], condition: str, names: dict[str, str], values: dict[str, Any]
+    ) -> bool:
+        """Delete an item if the condition holds; False when it did not (someone changed it)."""
+        try:
+            call(
+                self.dynamodb.delete_item,
+                TableName=self.table,
+                Key=key,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except Conflict:
+            return False
+        return True
 
     def _record_frontier(self, info: StreamInfo, sealed_to: int) -> None:
         """Where sealed history ends, kept on the stream item so a sweep can pass over
