@@ -52,6 +52,36 @@ def dsaws(env: dict[str, str], *args: str) -> dict[str, Any]:
     return dict(json.loads(run.stdout))
 
 
+_INVOKE_FUNCTION = """
+import importlib, json, sys
+from infra.lambda_bridge import LambdaContext
+module, name = sys.argv[1].rsplit(".", 1)
+handler = getattr(importlib.import_module(module), name)
+for event in json.loads(sys.stdin.read()):
+    print("ANSWER " + json.dumps(handler(event, LambdaContext())), flush=True)
+"""
+
+
+def invoke_function(
+    handler: str, events: list[dict[str, Any]], env: dict[str, str]
+) -> tuple[list[Any], list[str]]:
+    """Run a Lambda handler (`module.attribute`) on `events` in a fresh process, as one
+    function instance; its answers, and every line it printed (its logs)."""
+    run = subprocess.run(
+        [sys.executable, "-c", _INVOKE_FUNCTION, handler],
+        input=json.dumps(events),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    answers = [json.loads(line[7:]) for line in lines if line.startswith("ANSWER ")]
+    return answers, lines
+
+
 class ServerProcess:
     """`dsaws serve` on the embedded emulator (or another server module given by `module`),
     in a child process."""

@@ -4,25 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
+
+from support import invoke_function
 
 from core.config import Settings
 from core.runtime import build_backend, ensure_resources
 from infra.emulator import Emulator
 from infra.lambda_bridge import function_url_event, lambda_environment
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-
-_INVOKE = """
-import json, sys
-from functions.api import handler
-from infra.lambda_bridge import LambdaContext
-for event in json.loads(sys.stdin.read()):
-    answer = handler(event, LambdaContext())
-    print("ANSWER " + json.dumps(answer), flush=True)
-"""
 
 
 def test_handler_logs_requests_and_emits_metrics(emulator: Emulator) -> None:
@@ -38,18 +26,7 @@ def test_handler_logs_requests_and_emits_metrics(emulator: Emulator) -> None:
         **lambda_environment(emulator.endpoint, "fn", "fn-data"),
         "POWERTOOLS_LOG_LEVEL": "INFO",
     }
-    run = subprocess.run(
-        [sys.executable, "-c", _INVOKE],
-        input=json.dumps(events),
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    lines = run.stdout.splitlines()
-    answers = [json.loads(line[7:]) for line in lines if line.startswith("ANSWER ")]
+    answers, lines = invoke_function("functions.api.handler", events, env)
     assert [a["statusCode"] for a in answers] == [201, 204, 200]
     # Inside Lambda, SSE is answered in bounded-window mode: a complete body, not a stream.
     sse = answers[2]

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 import uuid
 
 import httpx
 from sealing_support import JSON, check_everywhere, filled_stream, partition_items
-from support import ROOT, ServerProcess, dsaws, store_on
+from support import ServerProcess, dsaws, invoke_function, store_on
 
 from core.config import Settings
 from core.protocol.append import AppendIntent
@@ -21,14 +19,6 @@ from core.storage import Payload
 from core.storage import _items as items
 from infra.emulator import Emulator
 from infra.lambda_bridge import lambda_environment
-
-_INVOKE_SEALER = """
-import json, sys
-from functions.sealer import handler
-from infra.lambda_bridge import LambdaContext
-for event in json.loads(sys.stdin.read()):
-    print("ANSWER " + json.dumps(handler(event, LambdaContext())), flush=True)
-"""
 
 
 def emulator_env(emulator: Emulator) -> dict[str, str]:
@@ -83,17 +73,7 @@ def test_the_sealer_function_seals_on_its_schedule_and_on_request(emulator: Emul
     filled_stream(unmarked_store, "swept", JSON, appends=10)
     scheduled = {"version": "0", "detail-type": "Scheduled Event", "source": "aws.events"}
     events = [scheduled, {"path": "asked"}, {"all": True}]
-    run = subprocess.run(
-        [sys.executable, "-c", _INVOKE_SEALER],
-        input=json.dumps(events),
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    answers = [json.loads(x[7:]) for x in run.stdout.splitlines() if x.startswith("ANSWER ")]
+    answers, _ = invoke_function("functions.sealer.handler", events, env)
     assert [a["streams_examined"] for a in answers] == [1, 1, 1]
     assert all(a["segments_written"] == 1 for a in answers)
     for path in ("marked", "asked", "swept"):

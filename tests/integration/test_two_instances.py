@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,7 +17,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from support import ROOT, ServerProcess
+from support import ServerProcess, dsaws
 
 from infra.emulator import Emulator
 
@@ -36,19 +34,9 @@ class Deployment:
     bucket: str
 
     def collect(self) -> dict[str, int]:
-        run = subprocess.run(
-            [
-                *(sys.executable, "-m", "core.cli", "gc"),
-                *("--table", self.table, "--bucket", self.bucket, "--orphan-grace", "0"),
-            ],
-            cwd=ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
+        return dsaws(
+            self.env, "gc", "--table", self.table, "--bucket", self.bucket, "--orphan-grace", "0"
         )
-        assert run.returncode == 0, run.stderr
-        return dict(json.loads(run.stdout))
 
 
 @pytest.fixture
