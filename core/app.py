@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 
+from .auth import (
+    OPEN,
+    Decision,
+    KeysUnavailable,
+    OriginLock,
+    Refused,
+    listing_needs,
+    needs_for,
+)
 from .config import Settings
 from .http import responses
+from .http.listing import list_prefix as listing_prefix
 from .http.listing import list_streams
 from .http.middleware import AccessLog, DefaultHeaders
 from .http.streams import StreamEndpoints
@@ -33,6 +44,12 @@ def create_app(
     app = FastAPI(title="Durable Streams on AWS", docs_url=None, redoc_url=None)
     endpoints = StreamEndpoints(settings, store, Wakeups(), telemetry)
     app.state.endpoints = endpoints
+    guard = _guard(settings)
+
+    def authorize(request: Request, needs: tuple, path: str) -> Decision:
+        if guard is None:
+            return OPEN
+        return guard.check(needs, request.headers, request.query_params, path)
 
     @app.exception_handler(ProtocolError)
     async def _protocol_error(_: Request, exc: ProtocolError) -> Response:
@@ -55,18 +72,36 @@ def create_app(
             {"Retry-After": str(max(settings.retry_after_seconds, exc.retry_after))},
         )
 
+    @app.exception_handler(KeysUnavailable)
+    async def _keys_unavailable(_: Request, exc: KeysUnavailable) -> Response:
+        logger.warning("access control keys unavailable: %s", exc)
+        return responses.error(
+            503,
+            "unavailable",
+            "credentials cannot be checked right now; retry shortly",
+            {"Retry-After": str(settings.retry_after_seconds)},
+        )
+
     if settings.listing:
 
         @app.get(settings.base_path)
         async def listing(request: Request) -> Response:
+            prefix = listing_prefix(request)
+            access = authorize(request, listing_needs(prefix), prefix)
+            if isinstance(access, Refused):
+                return responses.refused(access)
             return await list_streams(request, store)
 
     @app.api_route(settings.base_path + "/{path:path}", methods=_METHODS)
     async def stream(request: Request, path: str) -> Response:
         path = parse_stream_path(path)
         method = request.method
+        source = endpoints.fork_source(request) if method == "PUT" else None
+        access = authorize(request, needs_for(method, path, source), path)
+        if isinstance(access, Refused):
+            return responses.refused(access)
         if method == "GET":
-            return await endpoints.read(request, path)
+            return await endpoints.read(request, path, access)
         if method == "POST":
             return await endpoints.append(request, path)
         if method == "PUT":
@@ -81,10 +116,16 @@ def create_app(
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    exposed_headers = ["ETag", "Location", *responses.PROTOCOL_HEADERS]
+    if settings.origin_lock != "off":
+        app.add_middleware(OriginLock, lock=settings.origin_lock, secrets=settings.origin_secrets)
+    exposed_headers = ["ETag", "Location", "WWW-Authenticate", *responses.PROTOCOL_HEADERS]
+    any_origin = settings.cors_origin_list == ("*",)
+    # Bearer tokens travel in a header, not in cookies: browsers never need credentials mode,
+    # so credentials are never allowed, and never reflected to whatever origin asks.
     app.add_middleware(
         CORSMiddleware,
-        allow_origins=["*"],
+        allow_origins=list(settings.cors_origin_list),
+        allow_credentials=False,
         allow_methods=_METHODS,
         allow_headers=[
             "Content-Type",
@@ -96,14 +137,22 @@ def create_app(
         max_age=86400,
     )
     # A cached response is served to every later request for its URL, with or without an
-    # Origin header, so the CORS headers of an any-origin deployment go on every response.
-    app.add_middleware(
-        DefaultHeaders,
-        extra=[
-            ("Access-Control-Allow-Origin", "*"),
-            ("Access-Control-Expose-Headers", ", ".join(exposed_headers)),
-        ],
-    )
+    # Origin header, so the CORS headers of an any-origin deployment go on every response. A
+    # list of origins is answered per request, and the CDN keys on the Origin header.
+    cors_defaults = [
+        ("Access-Control-Allow-Origin", "*"),
+        ("Access-Control-Expose-Headers", ", ".join(exposed_headers)),
+    ]
+    app.add_middleware(DefaultHeaders, extra=cors_defaults if any_origin else [])
     if access_log is not None:
         app.add_middleware(AccessLog, logger=access_log)
     return app
+
+
+def _guard(settings: Settings) -> Any:
+    """The access checks, when the deployment asks for them (PyJWT is loaded only then)."""
+    if not settings.auth:
+        return None
+    from .auth.guard import Guard
+
+    return Guard(settings)

@@ -20,7 +20,15 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .runtime import build_backend, ensure_resources, seal_policy, use_emulator_credentials
 
-    settings = _settings(args, long_poll_timeout=args.long_poll_timeout)
+    settings = _settings(
+        args, long_poll_timeout=args.long_poll_timeout, auth=True if args.auth else None
+    )
+    if not settings.auth and args.host not in _LOOPBACK:
+        print(
+            f"dsaws: WARNING: serving on {args.host} with no access control: anyone who can "
+            "reach it may create, write and delete streams (use --auth)",
+            file=sys.stderr,
+        )
     if args.cdn_port is not None:
         from .cdn import INSTALL_HINT, find_nginx
 
@@ -62,7 +70,12 @@ def _serve(args: argparse.Namespace) -> int:
             # The local CDN listens on loopback only, whatever --host says.
             origin_host = "127.0.0.1" if args.host in {"0.0.0.0", "::", ""} else args.host
             try:
-                cdn = LocalCdn(args.cdn_port, args.port, origin_host=origin_host).start()
+                cdn = LocalCdn(
+                    args.cdn_port,
+                    args.port,
+                    origin_host=origin_host,
+                    origin_secret=next(iter(settings.origin_secrets), None),
+                ).start()
             except RuntimeError as exc:  # the port is taken, or nginx refused to start
                 print(f"dsaws: the local CDN could not start: {exc}", file=sys.stderr)
                 return 3
@@ -154,6 +167,7 @@ def _settings(args: argparse.Namespace, **extra: object) -> Settings:
     return load_settings(**{name: value for name, value in given.items() if value is not None})
 
 
+_LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 _ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_DYNAMODB")
 
 
@@ -195,6 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="also start nginx on this port as a local CDN in front of the server, "
         "configured like the CloudFront distribution",
+    )
+    serve.add_argument(
+        "--auth",
+        action="store_true",
+        help="check tokens and signed URLs as the deployed function does (keys from "
+        "DS_AUTH_SECRET, DS_AUTH_SECRET_ID, DS_AUTH_SECRET_PARAMETER or DS_AUTH_JWKS_URL)",
     )
     serve.set_defaults(handler=_serve)
 
@@ -238,8 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="export streams to Parquet with Spark (needs the spark extra; --help for more)",
     )
 
+    from .auth.commands import add_commands as add_auth_commands
     from .client.commands import add_commands
 
+    add_auth_commands(commands)
     add_commands(commands)
     return parser
 

@@ -8,9 +8,10 @@ not discovered by the first request that needs them.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .protocol.caching import CacheRules
@@ -24,6 +25,10 @@ LAMBDA_MAX_APPEND_BYTES = 4 * MIB
 # A wait (long-poll, SSE window, contended write) must end this long before the function's
 # timeout, to leave room for the reads and writes around it and for the response.
 WAIT_MARGIN_SECONDS = 5.0
+
+
+# What a header value (CloudFront's, nginx's) carries without quoting, long enough to guess.
+_ORIGIN_SECRET = re.compile(r"[A-Za-z0-9._~+/=-]{16,}")
 
 
 def running_in_lambda() -> bool:
@@ -96,9 +101,49 @@ class Settings(BaseSettings):
         5.0, ge=0, description="seconds between sealer runs inside `dsaws serve` (0: never)"
     )
 
+    # Access control (README, "Security"). Off: anyone who reaches the server may do anything,
+    # which is what `dsaws serve` on loopback is for.
+    auth: bool = Field(False, description="require a token or a signed read URL")
+    auth_secret: str | None = Field(
+        None, description="the HMAC key set itself (local use and tests; deployments use _ID)"
+    )
+    auth_secret_id: str | None = Field(None, description="Secrets Manager secret of the keys")
+    auth_secret_parameter: str | None = Field(
+        None, description="SSM SecureString parameter of the HMAC key set"
+    )
+    auth_jwks_url: str | None = Field(None, description="identity provider's JWKS (RS256/ES256)")
+    auth_audience: str = Field("durable-streams", min_length=1, description="required `aud`")
+    auth_issuer: str | None = Field(None, description="required `iss` (needed with a JWKS)")
+    auth_claim: str = Field("scope", min_length=1, description="the claim that holds grants")
+    auth_keys_max_age: int = Field(300, ge=1, description="seconds the HMAC keys are cached")
+    public_read_prefixes: str = Field(
+        "", description="comma-separated path prefixes anyone may read (`*`: every stream)"
+    )
+    origin_secret: str | None = Field(
+        None, description="comma-separated: the CDN's origin header values accepted"
+    )
+    origin_lock: Literal["off", "reads", "all"] = Field(
+        "off", description="requests that must carry the origin secret (come through the CDN)"
+    )
+    cors_origins: str = Field("*", description="comma-separated origins browsers may call from")
+
+    @field_validator(
+        "auth_secret",
+        "auth_secret_id",
+        "auth_secret_parameter",
+        "auth_jwks_url",
+        "auth_issuer",
+        "origin_secret",
+        mode="before",
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        # A template passes an unused parameter as an empty string.
+        return None if isinstance(value, str) and not value.strip() else value
+
     @model_validator(mode="after")
     def _fits_the_host(self) -> Settings:
-        problems = [*self._lambda_problems(), *self._timeout_problems()]
+        problems = [*self._lambda_problems(), *self._timeout_problems(), *self._auth_problems()]
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -143,6 +188,49 @@ class Settings(BaseSettings):
             if seconds > limit
         ]
 
+    def _auth_problems(self) -> list[str]:
+        problems = []
+        stored = [
+            v for v in (self.auth_secret, self.auth_secret_id, self.auth_secret_parameter) if v
+        ]
+        if len(stored) > 1:
+            problems.append(
+                "name one place for the HMAC keys: DS_AUTH_SECRET, DS_AUTH_SECRET_ID or "
+                "DS_AUTH_SECRET_PARAMETER"
+            )
+        if self.auth and not stored and not self.auth_jwks_url:
+            problems.append(
+                "DS_AUTH=true needs keys: DS_AUTH_SECRET_ID (Secrets Manager), "
+                "DS_AUTH_SECRET_PARAMETER (SSM), DS_AUTH_SECRET (the key itself) or "
+                "DS_AUTH_JWKS_URL"
+            )
+        if self.auth_jwks_url and not self.auth_issuer:
+            problems.append("DS_AUTH_JWKS_URL needs DS_AUTH_ISSUER: the provider signs for others")
+        if self.origin_lock != "off" and not self.origin_secrets:
+            problems.append(f"DS_ORIGIN_LOCK={self.origin_lock} needs DS_ORIGIN_SECRET")
+        if any(not _ORIGIN_SECRET.fullmatch(secret) for secret in self.origin_secrets):
+            problems.append(
+                "DS_ORIGIN_SECRET: each value must be 16 or more letters, digits, or -._~+/="
+            )
+        if "*" in self.cors_origin_list and len(self.cors_origin_list) > 1:
+            problems.append("DS_CORS_ORIGINS is either * or a list of origins, not both")
+        return problems
+
+    @property
+    def public_prefixes(self) -> tuple[str, ...]:
+        """The public prefixes, relative to the stream root; "" stands for every stream."""
+        return tuple(
+            "" if p in {"*", "/"} else p.lstrip("/") for p in _comma_list(self.public_read_prefixes)
+        )
+
+    @property
+    def origin_secrets(self) -> tuple[str, ...]:
+        return _comma_list(self.origin_secret or "")
+
+    @property
+    def cors_origin_list(self) -> tuple[str, ...]:
+        return _comma_list(self.cors_origins)
+
     @property
     def cache_rules(self) -> CacheRules:
         return CacheRules(
@@ -156,6 +244,10 @@ class Settings(BaseSettings):
     def sse_window_seconds(self) -> float:
         """How long a bounded-window SSE response waits for data."""
         return self.sse_window if self.sse_window is not None else self.long_poll_timeout
+
+
+def _comma_list(text: str) -> tuple[str, ...]:
+    return tuple(item for item in (part.strip() for part in text.split(",")) if item)
 
 
 class SettingsError(Exception):

@@ -53,12 +53,15 @@ class LocalCdn:
         host: str = "127.0.0.1",
         origin_host: str = "127.0.0.1",
         policy: CdnPolicy = DEFAULT_POLICY,
+        origin_secret: str | None = None,
     ) -> None:
         self.listen_port = listen_port
         self.origin_port = origin_port
         self.host = host
         self.origin_host = origin_host
         self.policy = policy
+        # Added to every request to the origin, as the CloudFront origin's custom header.
+        self.origin_secret = origin_secret
         self.workdir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -78,7 +81,13 @@ class LocalCdn:
         _remove_abandoned_workdirs()
         self.workdir = Path(tempfile.mkdtemp(prefix=_WORKDIR_PREFIX))
         site = NginxSite(
-            self.host, self.listen_port, self.origin_host, self.origin_port, self.workdir, _run_as()
+            self.host,
+            self.listen_port,
+            self.origin_host,
+            self.origin_port,
+            self.workdir,
+            _run_as(),
+            self.origin_secret,
         )
         conf = self.workdir / "nginx.conf"
         conf.write_text(render_nginx_conf(self.policy, site))

@@ -14,7 +14,8 @@ nginx differs from CloudFront in ways the configuration has to make up for:
 - it drops If-None-Match on requests it may cache, so a conditional request skips the cache
   and the origin answers it (CloudFront answers from its cache when it holds the entry);
 - it would store a variant per Origin header (the origin sends `Vary: Origin`); CloudFront
-  ignores Vary except for Accept-Encoding, and so does this configuration.
+  ignores Vary except for Accept-Encoding, and so does this configuration: Origin is a key
+  header instead, as in CloudFront's cache policy.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .policy import CdnPolicy
+from ..auth.origin import ORIGIN_SECRET_HEADER
+from .policy import METHOD_KEY_HEADER, CdnPolicy
 
 # What CloudFront compresses among the types streams use (it also needs 1,000 bytes or more);
 # nginx always compresses text/html, and warns when it is listed.
@@ -38,12 +40,28 @@ class NginxSite:
     origin_port: int
     workdir: Path
     run_as: tuple[str, str] | None = None  # (user, group) when started as root
+    origin_secret: str | None = None  # the locked origin's header value
 
 
 def render_nginx_conf(policy: CdnPolicy, site: NginxSite) -> str:
     work = site.workdir
     key_maps = "\n".join(_key_map(name) for name in policy.key_query_parameters)
-    key_parts = "|".join(f"$ds_key_{name}" for name in policy.key_query_parameters)
+    key_parts = "|".join(
+        [
+            *(f"$ds_key_{name}" for name in policy.key_query_parameters),
+            # The method stands for CloudFront's x-ds-method marker.
+            *(
+                f"$http_{name.replace('-', '_')}"
+                for name in policy.key_headers
+                if name != METHOD_KEY_HEADER
+            ),
+        ]
+    )
+    origin_secret = (
+        f'            proxy_set_header {ORIGIN_SECRET_HEADER} "{site.origin_secret}";\n'
+        if site.origin_secret
+        else ""
+    )
     repeated = "|".join(policy.key_query_parameters)
     user = f"user {site.run_as[0]} {site.run_as[1]};\n" if site.run_as else ""
     gzip = (
@@ -78,7 +96,8 @@ http {{
     proxy_cache_path {work}/cache levels=1:2 keys_zone=streams:16m max_size=1g inactive=10m
                      use_temp_path=off;
 
-    # The cache key: the method, the raw path, and each key parameter ("" when absent).
+    # The cache key: the method, the raw path, each key parameter and key header ("" when
+    # absent).
     map $request_uri $ds_path {{
         "~^(?<path>[^?]*)" $path;
     }}
@@ -111,7 +130,7 @@ http {{
             proxy_set_header Connection "";
             proxy_set_header X-Forwarded-Host $http_host;
             proxy_set_header X-Forwarded-Proto $scheme;
-            proxy_connect_timeout 10s;
+{origin_secret}            proxy_connect_timeout 10s;
             proxy_read_timeout {policy.origin_read_timeout}s;
             proxy_send_timeout {policy.origin_read_timeout}s;
 

@@ -3,9 +3,15 @@ nginx stand-in are both checked against (nginx: generated from) these values.
 
 Why each value is what it is, in short (the README has the long form):
 
-- The cache key is the path, the read parameters the protocol uses, and whether the request is
-  a HEAD; nothing else. Cookies and other headers would only split the cache. Parameter order is
-  normalized first (CloudFront: the viewer-request function; nginx: the key names each parameter).
+- The cache key is the path, the read parameters the protocol uses, the signed-URL parameters,
+  whether the request is a HEAD, the Authorization header and the Origin header; nothing else.
+  Cookies and other headers would only split the cache. Parameter order is normalized first
+  (CloudFront: the viewer-request function; nginx: the key names each parameter).
+- Authorization is in the key because CloudFront forwards it on a GET only if it is, and so that
+  no response is ever handed to a request with other credentials (token reads are `private`
+  and never stored anyway; public readers send none and share one entry). Origin is in the key
+  because a deployment that lists its CORS origins answers each with its own
+  Access-Control-Allow-Origin, and CloudFront ignores `Vary`.
 - Minimum TTL 0 so the origin's `no-store` is obeyed; default TTL 0 so a response without a
   Cache-Control (which our origin never sends, but AWS's own error pages may) is not cached;
   maximum TTL an hour, the longest a misconfigured origin could pin a response at the edge.
@@ -22,15 +28,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..auth.signed_urls import SIGNED_URL_PARAMETERS
 from ..protocol.query import READ_PARAMETERS
 
-# The read parameters in the cache key (signed reads will add theirs), and the listing's
-# prefix: listings are never stored, but a CDN collapses identical requests in flight, and two
-# listings of different prefixes must not be one request.
-KEY_QUERY_PARAMETERS: tuple[str, ...] = tuple(sorted((*READ_PARAMETERS, "prefix")))
+# The read parameters in the cache key, a signed read URL's (each signed URL is its own entry,
+# shared by every reader handed it), and the listing's prefix: listings are never stored, but
+# a CDN collapses identical requests in flight, and two listings of different prefixes must
+# not be one request.
+KEY_QUERY_PARAMETERS: tuple[str, ...] = tuple(
+    sorted((*READ_PARAMETERS, *SIGNED_URL_PARAMETERS, "prefix"))
+)
 # Set by the viewer-request function on HEAD requests only (and removed from others), so a HEAD
 # is never answered from a cached GET: HEAD describes the tail, a GET a range.
 METHOD_KEY_HEADER = "x-ds-method"
+KEY_HEADERS: tuple[str, ...] = (METHOD_KEY_HEADER, "authorization", "origin")
 # CloudFront caches these statuses for 10 s unless told otherwise.
 CLOUDFRONT_CACHED_ERRORS: tuple[int, ...] = (400, 403, 404, 405, 414, 416, 500, 501, 502, 503, 504)
 
@@ -38,6 +49,7 @@ CLOUDFRONT_CACHED_ERRORS: tuple[int, ...] = (400, 403, 404, 405, 414, 416, 500, 
 @dataclass(frozen=True)
 class CdnPolicy:
     key_query_parameters: tuple[str, ...] = KEY_QUERY_PARAMETERS
+    key_headers: tuple[str, ...] = KEY_HEADERS
     min_ttl: int = 0
     default_ttl: int = 0
     max_ttl: int = 3600

@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..auth.signed_urls import SIGNED_URL_PARAMETERS
 from ..protocol import caching
 from ..protocol.errors import bad_request
 from ..protocol.paths import parse_path_prefix
@@ -43,9 +44,14 @@ async def list_streams(request: Request, store: StreamStore) -> Response:
     return Response(body, status_code=200, media_type="application/json", headers=headers)
 
 
+def list_prefix(request: Request) -> str:
+    """The prefix a listing request names (what access control checks), or a 400."""
+    return _parse(request)[0]
+
+
 def _parse(request: Request) -> tuple[str, str | None]:
     query = request.query_params
-    unknown = sorted(set(query) - {"prefix", "cursor"})
+    unknown = sorted(set(query) - {"prefix", "cursor", *SIGNED_URL_PARAMETERS})
     if unknown:
         raise bad_request(f"a listing takes prefix and cursor only, not {', '.join(unknown)}")
     prefixes, cursors = query.getlist("prefix"), query.getlist("cursor")

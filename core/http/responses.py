@@ -6,6 +6,7 @@ import json
 
 from starlette.responses import Response
 
+from ..auth.decision import Refused
 from ..protocol import caching
 from ..protocol.append import AppendIntent, Verdict
 from ..protocol.errors import ProtocolError
@@ -60,6 +61,12 @@ def error(status: int, code: str, message: str, headers: dict[str, str] | None =
         media_type="application/json",
         headers={"Cache-Control": caching.NO_STORE, **(headers or {})},
     )
+
+
+def refused(refusal: Refused) -> Response:
+    """An access-control refusal: 401 or 403, with the challenge where one applies."""
+    headers = {"WWW-Authenticate": refusal.challenge} if refusal.challenge else None
+    return error(refusal.status, refusal.code, refusal.message, headers)
 
 
 _ERROR_CODES = {

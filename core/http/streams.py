@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import quote, unquote, urlsplit
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from ..auth.decision import OPEN, Allowed
 from ..config import Settings
 from ..protocol import caching
 from ..protocol.append import AppendIntent
@@ -78,6 +79,7 @@ class ReadRequest:
     cursor: str | None
     if_none_match: str | None
     until: int | None = None  # the extension's bound: read nothing at or past this position
+    access: Allowed = OPEN  # how the reader was let in: decides who may cache the answer
 
     @property
     def from_now(self) -> bool:
@@ -152,6 +154,12 @@ class StreamEndpoints:
         if units > 0 and anchor is None:
             raise bad_request("Stream-Fork-Sub-Offset needs Stream-Fork-Offset")
         return ForkRequest(self._fork_source(request, source.strip()), anchor, units)
+
+    def fork_source(self, request: Request) -> str | None:
+        """The path of the stream a create forks from (None: not a fork); 400 when the
+        header names no stream of this server."""
+        source = _header(request, r.STREAM_FORKED_FROM)
+        return None if source is None else self._fork_source(request, source.strip())
 
     def _fork_source(self, request: Request, value: str) -> str:
         """The source stream of a fork: a path on this server (an absolute URL is accepted
@@ -244,8 +252,8 @@ class StreamEndpoints:
 
     # ------------------------------------------------------------------ GET
 
-    async def read(self, request: Request, path: str) -> Response:
-        read = _parse_read(request)
+    async def read(self, request: Request, path: str, access: Allowed = OPEN) -> Response:
+        read = replace(_parse_read(request), access=access)
         info = await run_in_threadpool(self.store.get, path)
         if info is None:
             return r.not_found()
@@ -338,7 +346,7 @@ class StreamEndpoints:
         tag = caching.etag(info.incarnation, position, batch.end, closed)
         headers["ETag"] = tag
         shape = ReadShape(_read_mode(read), batch.end > position, up_to_date, closed, read.from_now)
-        headers["Cache-Control"] = self._cache_control(info, shape)
+        headers["Cache-Control"] = self._cache_control(info, shape, read.access)
         if caching.etag_matches(read.if_none_match, tag):
             headers.pop("Content-Type")
             return Response(status_code=304, headers=headers)
@@ -350,7 +358,7 @@ class StreamEndpoints:
         headers = {
             **r.stream_headers(info),
             r.STREAM_UP_TO_DATE: "true",
-            "Cache-Control": self._cache_control(info, shape),
+            "Cache-Control": self._cache_control(info, shape, read.access),
         }
         if read.live is not None and not info.closed:
             headers[r.STREAM_CURSOR] = self._cursor(info.tail, read)
@@ -366,10 +374,15 @@ class StreamEndpoints:
     def _cursor_for(position: int, client_cursor: str | None) -> str:
         return next_cursor(time.time(), client_cursor, position)
 
-    def _cache_control(self, info: StreamInfo, shape: ReadShape) -> str:
-        expiry = info.expiry_time()
-        seconds_to_expiry = None if expiry is None else expiry - time.time()
-        return caching.read_cache_control(self.settings.cache_rules, shape, seconds_to_expiry)
+    def _cache_control(self, info: StreamInfo, shape: ReadShape, access: Allowed) -> str:
+        """Shared caches keep what anyone may read; a token's reads are the bearer's alone,
+        and a signed URL's reads are kept no longer than the URL is valid."""
+        rules = self.settings.cache_rules
+        if access.private:
+            rules = replace(rules, visibility="private")
+        ends = [t for t in (info.expiry_time(), access.valid_until) if t is not None]
+        seconds_left = min(ends) - time.time() if ends else None
+        return caching.read_cache_control(rules, shape, seconds_left)
 
     # ------------------------------------------------------------------ helpers
 

@@ -20,14 +20,23 @@ def directive(conf: str, name: str) -> list[str]:
     return re.findall(rf"^\s*{name} ([^;]*);", conf, flags=re.MULTILINE)
 
 
-def test_key_names_every_key_parameter_and_the_method(tmp_path: Path) -> None:
+def test_key_names_every_key_parameter_header_and_the_method(tmp_path: Path) -> None:
     conf = render(tmp_path)
     (key,) = directive(conf, "proxy_cache_key")
     parts = key.strip('"').split("|")
     assert parts[:2] == ["$request_method", "$ds_path"]
-    assert parts[2:] == [f"$ds_key_{name}" for name in DEFAULT_POLICY.key_query_parameters]
+    parameters = [f"$ds_key_{name}" for name in DEFAULT_POLICY.key_query_parameters]
+    assert parts[2:] == [*parameters, "$http_authorization", "$http_origin"]
     for name in DEFAULT_POLICY.key_query_parameters:
         assert f"map $args $ds_key_{name} {{" in conf
+    assert {"signature", "expires", "scope", "kid"} <= set(DEFAULT_POLICY.key_query_parameters)
+
+
+def test_the_origin_secret_is_added_only_when_configured(tmp_path: Path) -> None:
+    assert "x-ds-origin-secret" not in render(tmp_path)
+    site = NginxSite("127.0.0.1", 8081, "127.0.0.1", 8080, tmp_path, None, "s3cret-value-0123")
+    conf = render_nginx_conf(DEFAULT_POLICY, site)
+    assert 'proxy_set_header x-ds-origin-secret "s3cret-value-0123"' in conf
 
 
 def test_a_new_key_parameter_reaches_the_key(tmp_path: Path) -> None:

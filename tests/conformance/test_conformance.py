@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import uuid
@@ -9,9 +10,11 @@ from pathlib import Path
 
 import boto3
 import pytest
+from auth_support import ALL_ACTIONS, KEY_SET_TEXT, ORIGIN_SECRET, bearer, token
 from report import summarize
 from support import ServerProcess
 
+from core.auth import ORIGIN_SECRET_HEADER
 from core.cdn import install_nginx
 from infra.emulator import Emulator
 from interop import CACHE, NodeMissing, install_node_project
@@ -31,11 +34,14 @@ def _install_suite() -> Path:
         pytest.fail(f"the conformance suite needs Node 20: {missing}")
 
 
-def run_suite(base_url: str, report: Path) -> subprocess.CompletedProcess[str]:
+def run_suite(
+    base_url: str, report: Path, headers: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     work = _install_suite()
     env = {
         **os.environ,
         "CONFORMANCE_TEST_URL": base_url,
+        "CONFORMANCE_HEADERS": json.dumps(headers or {}),
         "CONFORMANCE_REPORT": str(report),
         "CONFORMANCE_LONG_POLL_MS": "1000",
         "FORCE_COLOR": "0",
@@ -51,9 +57,11 @@ def run_suite(base_url: str, report: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def check_full_suite(server: ServerProcess, report: Path, label: str) -> None:
+def check_full_suite(
+    server: ServerProcess, report: Path, label: str, headers: dict[str, str] | None = None
+) -> None:
     with server:
-        run = run_suite(server.cdn_url or server.base_url, report)
+        run = run_suite(server.cdn_url or server.base_url, report, headers)
     assert report.exists(), run.stdout[-4000:] + run.stderr[-4000:]
     everything = summarize(report)
     core = summarize(report, core_only=True)
@@ -69,9 +77,14 @@ def check_full_suite(server: ServerProcess, report: Path, label: str) -> None:
     assert core.active == CORE_TESTS
 
 
-def test_conformance_under_uvicorn(tmp_path: Path) -> None:
-    server = ServerProcess("--long-poll-timeout", "1")
-    check_full_suite(server, tmp_path / "report.json", "under uvicorn (dsaws serve)")
+def test_conformance_under_uvicorn_with_auth(tmp_path: Path) -> None:
+    """`dsaws serve --auth`: every request of the suite carries a token that may do anything,
+    and every read is a token read (answered `private`)."""
+    server = ServerProcess(
+        "--long-poll-timeout", "1", "--auth", env={"DS_AUTH_SECRET": KEY_SET_TEXT}
+    )
+    label = "under uvicorn (dsaws serve --auth, token reads)"
+    check_full_suite(server, tmp_path / "report.json", label, bearer(token(f"{ALL_ACTIONS}:*")))
 
 
 def test_conformance_while_sealing_aggressively(tmp_path: Path, emulator: Emulator) -> None:
@@ -101,9 +114,20 @@ def test_conformance_while_sealing_aggressively(tmp_path: Path, emulator: Emulat
 
 
 def test_conformance_through_the_lambda_handler(tmp_path: Path) -> None:
-    """functions.api.handler behind Function URL events, SSE in bounded-window mode."""
-    server = ServerProcess("--long-poll-timeout", "1", module="infra.lambda_bridge")
-    check_full_suite(server, tmp_path / "report.json", "through the Lambda bridge")
+    """functions.api.handler behind Function URL events, SSE in bounded-window mode, configured
+    as the template deploys it: access control on with every stream publicly readable (writes
+    carry a token), and the origin locked (requests carry the CDN's origin secret)."""
+    deployed = {
+        "DS_AUTH": "true",
+        "DS_AUTH_SECRET": KEY_SET_TEXT,
+        "DS_PUBLIC_READ_PREFIXES": "*",
+        "DS_ORIGIN_LOCK": "all",
+        "DS_ORIGIN_SECRET": ORIGIN_SECRET,
+    }
+    server = ServerProcess("--long-poll-timeout", "1", module="infra.lambda_bridge", env=deployed)
+    headers = {**bearer(token(f"{ALL_ACTIONS}:*")), ORIGIN_SECRET_HEADER: ORIGIN_SECRET}
+    label = "through the Lambda bridge (auth on, public reads, origin locked)"
+    check_full_suite(server, tmp_path / "report.json", label, headers)
 
 
 def test_conformance_through_the_local_cdn(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from test_template import load_template
 
+from core.auth import ORIGIN_SECRET_HEADER
 from core.cdn import DEFAULT_POLICY, METHOD_KEY_HEADER
 from core.config import WAIT_MARGIN_SECONDS, Settings
 
@@ -33,7 +34,11 @@ def test_cache_key_holds_exactly_the_policys_parameters() -> None:
         "QueryStringBehavior": "whitelist",
         "QueryStrings": list(DEFAULT_POLICY.key_query_parameters),
     }
-    assert key["HeadersConfig"] == {"HeaderBehavior": "whitelist", "Headers": [METHOD_KEY_HEADER]}
+    assert key["HeadersConfig"] == {
+        "HeaderBehavior": "whitelist",
+        "Headers": list(DEFAULT_POLICY.key_headers),
+    }
+    assert METHOD_KEY_HEADER in DEFAULT_POLICY.key_headers
     assert key["CookiesConfig"] == {"CookieBehavior": "none"}
     assert key["EnableAcceptEncodingGzip"] is DEFAULT_POLICY.compress
     assert key["EnableAcceptEncodingBrotli"] is DEFAULT_POLICY.compress
@@ -106,3 +111,14 @@ def test_outputs_name_the_distribution() -> None:
     assert outputs["CdnStreamBaseUrl"]["Value"] == {
         "!Sub": "https://${Distribution.DomainName}/v1/stream/"
     }
+
+
+def test_origin_requests_carry_the_secret_the_function_requires() -> None:
+    origin = distribution()["Origins"][0]
+    [header] = origin["OriginCustomHeaders"]
+    assert header["HeaderName"] == ORIGIN_SECRET_HEADER
+    function = resources()["ApiFunction"]["Properties"]["Environment"]["Variables"]
+    # Both name the same generated secret.
+    assert header["HeaderValue"] == function["DS_ORIGIN_SECRET"]
+    assert "OriginSecret" in str(header["HeaderValue"])
+    assert function["DS_ORIGIN_LOCK"] == {"!Ref": "OriginLock"}

@@ -36,7 +36,7 @@ PSEUDO_PARAMETERS = {
     "AWS::NotificationARNs",
 }
 LAMBDA_RUNTIMES = {"python3.11", "python3.12", "python3.13"}
-DATA_ACTION_PREFIXES = ("dynamodb:", "s3:")
+DATA_ACTION_PREFIXES = ("dynamodb:", "s3:", "secretsmanager:")
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -132,6 +132,27 @@ def test_policies_grant_no_wildcard_actions_on_data() -> None:
                 assert "*" not in action, f"{name} grants {action}"
                 assert action.startswith(DATA_ACTION_PREFIXES), f"{name}: {action}"
             assert statement["Resource"] != "*", f"{name} grants on every resource"
+
+
+def test_only_the_api_reads_the_token_keys_and_nothing_reads_the_origin_secret() -> None:
+    """The origin secret reaches CloudFront and the function through CloudFormation's dynamic
+    references, at deploy time: no function may read it (or the token keys) at run time except
+    the API function, which reads the keys."""
+    template = load_template()
+    secret_grants = {
+        (name, action, str(statement["Resource"]))
+        for name, resource in template["Resources"].items()
+        for statement in _statements(resource)
+        for action in statement["Action"]
+        if action.startswith("secretsmanager:")
+    }
+    assert secret_grants == {
+        ("ApiFunction", "secretsmanager:GetSecretValue", str({"!Ref": "AuthKeys"}))
+    }
+    api = template["Resources"]["ApiFunction"]["Properties"]["Environment"]["Variables"]
+    assert api["DS_AUTH_SECRET_ID"] == {"!Ref": "AuthKeys"}
+    assert api["DS_AUTH"] == {"!If": ["AccessControlOn", "true", "false"]}
+    assert template["Parameters"]["AccessControl"]["Default"] == "on"
 
 
 def test_the_sealer_runs_on_a_schedule_and_may_touch_only_what_sealing_needs() -> None:

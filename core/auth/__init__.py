@@ -1,0 +1,72 @@
+"""Access control: who may read, append, create, delete and fork which streams.
+
+The decision is pure (`decision`, `grants`, `signed_urls`); verifying tokens needs PyJWT
+(`tokens`, `guard`), imported on first use so a server without access control never loads it.
+"""
+
+from typing import Any
+
+from .decision import (
+    OPEN,
+    Allowed,
+    BadSignature,
+    BadToken,
+    Bearer,
+    Decision,
+    Need,
+    Refused,
+    SignedRead,
+    Via,
+    decide,
+    listing_needs,
+    needs_for,
+)
+from .grants import Action, Grant, parse_grant, parse_grants, render_grants
+from .keys import KeyConfigError, KeySet, KeySource, KeysUnavailable, parse_key_set
+from .origin import ORIGIN_SECRET_HEADER, OriginLock
+from .signed_urls import SIGNED_URL_PARAMETERS, round_expiry, sign
+
+_LAZY = {"Guard": "guard", "TokenVerifier": "tokens", "mint_token": "tokens"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(name)
+
+
+__all__ = [
+    "OPEN",
+    "ORIGIN_SECRET_HEADER",
+    "SIGNED_URL_PARAMETERS",
+    "Action",
+    "Allowed",
+    "BadSignature",
+    "BadToken",
+    "Bearer",
+    "Decision",
+    "Grant",
+    "Guard",
+    "KeyConfigError",
+    "KeySet",
+    "KeySource",
+    "KeysUnavailable",
+    "Need",
+    "OriginLock",
+    "Refused",
+    "SignedRead",
+    "TokenVerifier",
+    "Via",
+    "decide",
+    "listing_needs",
+    "mint_token",
+    "needs_for",
+    "parse_grant",
+    "parse_grants",
+    "parse_key_set",
+    "render_grants",
+    "round_expiry",
+    "sign",
+]

@@ -1,0 +1,89 @@
+"""What a token allows: actions on stream path prefixes, read from one claim.
+
+A grant is written `<actions>:<prefix>`, for example `read,append:chat/` or `read:*`, and a
+token carries them space-separated in a string claim (the OAuth `scope` convention) or as a list
+of strings. Prefixes are relative to the stream root and match whole path segments: `chat`
+covers `chat` and `chat/room-1`, not `chatroom`; `chat/` covers everything under `chat/`; `*`
+(or an empty prefix) covers every stream. Entries that are not grants (`openid`, another API's
+scopes) are ignored, so one token can serve several audiences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+EVERY_STREAM = "*"
+
+
+class Action(Enum):
+    READ = "read"
+    APPEND = "append"  # appends, producer appends, and closing the stream
+    CREATE = "create"
+    DELETE = "delete"
+    FORK = "fork"  # create a stream as a fork (which also needs READ on its source)
+
+
+_ACTIONS = {action.value: action for action in Action}
+
+
+@dataclass(frozen=True)
+class Grant:
+    actions: frozenset[Action]
+    prefix: str  # "" covers every stream
+
+    def allows(self, action: Action, path: str) -> bool:
+        return action in self.actions and within(path, self.prefix)
+
+    def covers_prefix(self, action: Action, prefix: str) -> bool:
+        """Whether every path starting with `prefix` (as a string, the way a listing selects
+        streams) is within this grant."""
+        return action in self.actions and covers(self.prefix, prefix)
+
+    def render(self) -> str:
+        names = ",".join(sorted(action.value for action in self.actions))
+        return f"{names}:{self.prefix or EVERY_STREAM}"
+
+
+def within(path: str, prefix: str) -> bool:
+    """Whether `path` is `prefix` itself or lies under it, segment by segment."""
+    if not prefix or prefix.endswith("/"):
+        return path.startswith(prefix)
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def covers(grant_prefix: str, listed_prefix: str) -> bool:
+    """Whether every path that starts with `listed_prefix` is within `grant_prefix`."""
+    if not grant_prefix or grant_prefix.endswith("/"):
+        return listed_prefix.startswith(grant_prefix)
+    return listed_prefix.startswith(grant_prefix + "/")
+
+
+def parse_grant(entry: str) -> Grant | None:
+    """One `<actions>:<prefix>` entry, or None when it is not a grant of ours."""
+    names, colon, prefix = entry.partition(":")
+    if not colon:
+        return None
+    actions = frozenset(_ACTIONS[name] for name in names.split(",") if name in _ACTIONS)
+    if not actions or any(name not in _ACTIONS for name in names.split(",")):
+        return None
+    prefix = prefix.lstrip("/")
+    return Grant(actions, "" if prefix == EVERY_STREAM else prefix)
+
+
+def parse_grants(claim: Any) -> tuple[Grant, ...]:
+    """The grants in a claim's value: a space-separated string or a list of strings."""
+    if isinstance(claim, str):
+        entries: Iterable[Any] = claim.split()
+    elif isinstance(claim, list):
+        entries = claim
+    else:
+        return ()
+    grants = (parse_grant(entry) for entry in entries if isinstance(entry, str))
+    return tuple(grant for grant in grants if grant is not None)
+
+
+def render_grants(grants: Iterable[Grant]) -> str:
+    return " ".join(grant.render() for grant in grants)

@@ -1,0 +1,242 @@
+"""The pure access-control rules: grants, decisions, signed URLs and key sets."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.auth import (
+    OPEN,
+    Action,
+    Allowed,
+    BadSignature,
+    BadToken,
+    Bearer,
+    KeyConfigError,
+    Refused,
+    SignedRead,
+    Via,
+    decide,
+    listing_needs,
+    needs_for,
+    parse_grant,
+    parse_grants,
+    parse_key_set,
+    render_grants,
+    round_expiry,
+    sign,
+)
+from core.auth.grants import covers, within
+from core.auth.signed_urls import verify
+
+SECRET = "k" * 32
+KEYS = parse_key_set(SECRET)
+NOW = 1_900_000_000.0
+
+
+# ---------------------------------------------------------------- grants
+
+
+@pytest.mark.parametrize(
+    ("path", "prefix", "inside"),
+    [
+        ("chat", "chat", True),
+        ("chat/room", "chat", True),
+        ("chatroom", "chat", False),
+        ("chat/room", "chat/", True),
+        ("chat", "chat/", False),
+        ("anything/at/all", "", True),
+        ("chat/room/1", "chat/room", True),
+        ("chat/roomy", "chat/room", False),
+    ],
+)
+def test_prefixes_match_whole_segments(path: str, prefix: str, inside: bool) -> None:
+    assert within(path, prefix) is inside
+
+
+@pytest.mark.parametrize(
+    ("grant", "listed", "covered"),
+    [
+        ("chat/", "chat/", True),
+        ("chat/", "chat/ro", True),
+        ("chat/", "cha", False),
+        ("chat", "chat", False),  # "chat" as a string prefix also lists "chatroom"
+        ("chat", "chat/", True),
+        ("", "", True),
+        ("chat/", "", False),
+    ],
+)
+def test_a_listing_is_covered_only_when_everything_it_may_return_is(
+    grant: str, listed: str, covered: bool
+) -> None:
+    assert covers(grant, listed) is covered
+
+
+def test_grants_parse_from_a_scope_string_or_a_list_and_ignore_foreign_scopes() -> None:
+    grants = parse_grants("openid read,append:chat/ profile delete:/tmp/x fork:*")
+    assert [(sorted(a.value for a in g.actions), g.prefix) for g in grants] == [
+        (["append", "read"], "chat/"),
+        (["delete"], "tmp/x"),
+        (["fork"], ""),
+    ]
+    assert parse_grants(["read:a", 7, "write:b"]) == parse_grants("read:a")
+    assert parse_grants(None) == () and parse_grants({"read": "a"}) == ()
+    assert parse_grant("read,bogus:a") is None  # one unknown action voids the entry
+    assert render_grants(parse_grants("append,read:chat/ read:*")) == "append,read:chat/ read:*"
+
+
+# ---------------------------------------------------------------- needs
+
+
+def test_what_each_operation_needs() -> None:
+    assert [(n.action, n.path) for n in needs_for("GET", "a")] == [(Action.READ, "a")]
+    assert [(n.action, n.path) for n in needs_for("HEAD", "a")] == [(Action.READ, "a")]
+    assert [(n.action, n.path) for n in needs_for("POST", "a")] == [(Action.APPEND, "a")]
+    assert [(n.action, n.path) for n in needs_for("PUT", "a")] == [(Action.CREATE, "a")]
+    assert [(n.action, n.path) for n in needs_for("DELETE", "a")] == [(Action.DELETE, "a")]
+    assert [(n.action, n.path) for n in needs_for("PUT", "a", "src")] == [
+        (Action.FORK, "a"),
+        (Action.READ, "src"),
+    ]
+    assert needs_for("OPTIONS", "a") == ()
+
+
+# ---------------------------------------------------------------- decisions
+
+PUBLIC = ("public/",)
+
+
+def bearer(scope: str) -> Bearer:
+    return Bearer(parse_grants(scope))
+
+
+def test_nothing_needed_is_open_and_public_reads_need_no_credential() -> None:
+    assert decide((), PUBLIC, None) == OPEN
+    assert decide(needs_for("GET", "public/a"), PUBLIC, None) == Allowed(Via.PUBLIC)
+    # Even a bad token does not spoil a public read: the prefix decides first.
+    assert decide(needs_for("GET", "public/a"), PUBLIC, BadToken("expired")) == Allowed(Via.PUBLIC)
+    assert isinstance(decide(needs_for("POST", "public/a"), PUBLIC, None), Refused)
+    # A fork of a public stream still needs fork on the new one.
+    assert decide(needs_for("PUT", "mine", "public/a"), PUBLIC, None).status == 401  # type: ignore[union-attr]
+
+
+def test_missing_and_bad_tokens_are_401_with_a_challenge() -> None:
+    missing = decide(needs_for("GET", "a"), PUBLIC, None)
+    assert isinstance(missing, Refused) and missing.status == 401
+    assert missing.challenge == 'Bearer realm="durable-streams"'
+    bad = decide(needs_for("GET", "a"), PUBLIC, BadToken("expired"))
+    assert isinstance(bad, Refused) and bad.status == 401
+    assert bad.challenge is not None and 'error="invalid_token"' in bad.challenge
+    assert "expired" in bad.message
+
+
+def test_a_token_must_grant_every_need() -> None:
+    fork = needs_for("PUT", "mine/f", "theirs/s")
+    assert decide(fork, (), bearer("fork:mine/ read:theirs/")) == Allowed(Via.TOKEN)
+    short = decide(fork, (), bearer("fork:mine/"))
+    assert isinstance(short, Refused) and short.status == 403
+    assert "read on 'theirs/s'" in short.message
+    assert short.challenge is not None and 'error="insufficient_scope"' in short.challenge
+    assert decide(needs_for("POST", "mine/a"), (), bearer("read,create:mine/")).status == 403  # type: ignore[union-attr]
+
+
+def test_token_reads_are_private_and_others_are_not() -> None:
+    assert decide(needs_for("GET", "a"), (), bearer("read:a")).private  # type: ignore[union-attr]
+    assert not Allowed(Via.PUBLIC).private and not Allowed(Via.SIGNED_URL, 5).private
+
+
+def test_listings_need_read_over_the_whole_prefix() -> None:
+    assert decide(listing_needs("chat/"), (), bearer("read:chat/")) == Allowed(Via.TOKEN)
+    assert isinstance(decide(listing_needs("cha"), (), bearer("read:chat/")), Refused)
+    assert decide(listing_needs("public/x"), PUBLIC, None) == Allowed(Via.PUBLIC)
+    assert isinstance(decide(listing_needs(""), PUBLIC, None), Refused)
+
+
+def test_signed_reads_cover_their_target_only_and_never_writes() -> None:
+    stream = SignedRead("chat/a", is_prefix=False, expires=10)
+    prefix = SignedRead("chat/", is_prefix=True, expires=10)
+    assert decide(needs_for("GET", "chat/a"), (), stream) == Allowed(Via.SIGNED_URL, 10)
+    assert decide(needs_for("GET", "chat/a/b"), (), stream).status == 403  # type: ignore[union-attr]
+    assert decide(needs_for("GET", "chat/a/b"), (), prefix) == Allowed(Via.SIGNED_URL, 10)
+    assert decide(listing_needs("chat/"), (), prefix) == Allowed(Via.SIGNED_URL, 10)
+    assert isinstance(decide(listing_needs("chat/a"), (), stream), Refused)
+    write = decide(needs_for("POST", "chat/a"), (), stream)
+    assert isinstance(write, Refused) and write.message == "a signed URL grants reads only"
+    assert write.challenge is None
+    refused = decide(needs_for("GET", "chat/a"), (), BadSignature("expired"))
+    assert isinstance(refused, Refused) and refused.status == 403 and refused.challenge is None
+
+
+# ---------------------------------------------------------------- signed URLs
+
+
+def test_expiries_round_up_to_the_step_so_readers_share_a_url() -> None:
+    assert round_expiry(1000, 600, 300) == 1800
+    assert round_expiry(1001, 600, 300) == 1800
+    assert round_expiry(1200, 600, 300) == 1800
+    assert round_expiry(1201, 600, 300) == 2100
+
+
+def test_a_signature_verifies_for_its_path_until_it_expires() -> None:
+    params = sign(KEYS, "chat/a", int(NOW) + 60)
+    assert set(params) == {"expires", "signature"}
+    assert verify(KEYS, params, "chat/a", NOW) == SignedRead("chat/a", False, int(NOW) + 60)
+    assert verify(KEYS, params, "chat/b", NOW) == BadSignature("signature does not match")
+    assert verify(KEYS, params, "chat/a", NOW + 60) == BadSignature("expired")
+    later = {**params, "expires": str(int(NOW) + 3600)}
+    assert verify(KEYS, later, "chat/a", NOW) == BadSignature("signature does not match")
+    assert verify(KEYS, {**params, "expires": "soon"}, "chat/a", NOW) == BadSignature(
+        "expires must be a Unix time in seconds"
+    )
+
+
+def test_a_stream_signature_is_never_a_prefix_signature() -> None:
+    stream = sign(KEYS, "chat/a", int(NOW) + 60)
+    as_prefix = {**stream, "scope": "chat/a"}
+    assert verify(KEYS, as_prefix, "chat/a/b", NOW) == BadSignature("signature does not match")
+    prefix = sign(KEYS, "/chat/", int(NOW) + 60, prefix=True)
+    assert prefix["scope"] == "chat/"
+    assert verify(KEYS, prefix, "chat/z", NOW) == SignedRead("chat/", True, int(NOW) + 60)
+
+
+def test_signatures_name_their_key_during_a_rotation() -> None:
+    old = parse_key_set(json.dumps({"keys": [{"kid": "old", "secret": "o" * 32}]}))
+    rotated = parse_key_set(
+        json.dumps(
+            {"keys": [{"kid": "new", "secret": "n" * 32}, {"kid": "old", "secret": "o" * 32}]}
+        )
+    )
+    retired = parse_key_set(json.dumps({"keys": [{"kid": "new", "secret": "n" * 32}]}))
+    params = sign(old, "a", int(NOW) + 60)
+    assert params["kid"] == "old"
+    assert isinstance(verify(rotated, params, "a", NOW), SignedRead)
+    assert verify(retired, params, "a", NOW) == BadSignature("unknown key id")
+    assert sign(rotated, "a", int(NOW) + 60)["kid"] == "new"
+
+
+# ---------------------------------------------------------------- key sets
+
+
+def test_key_sets_parse_from_plain_text_or_json() -> None:
+    assert parse_key_set(SECRET).signing_key == ("", SECRET.encode())
+    keys = parse_key_set(
+        json.dumps({"keys": [{"kid": "b", "secret": "b" * 32}, {"secret": "a" * 32}]})
+    )
+    assert keys.signing_key == ("b", b"b" * 32)
+    assert keys.find(None) == b"a" * 32 and keys.find("b") == b"b" * 32 and keys.find("c") is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "short",
+        '{"keys": []}',
+        '{"keys": [{"kid": "a"}]}',
+        '{"nokeys": 1}',
+        json.dumps({"keys": [{"kid": "a", "secret": "x" * 32}, {"kid": "a", "secret": "y" * 32}]}),
+    ],
+)
+def test_unusable_key_sets_are_refused(text: str) -> None:
+    with pytest.raises(KeyConfigError):
+        parse_key_set(text)
