@@ -2,6 +2,7 @@
 
 from ._async import AsyncDurableStream
 from ._errors import (
+    AccessDenied,
     BadRequest,
     DurableStreamError,
     OutcomeUnknown,
@@ -23,6 +24,7 @@ from ._sync import DurableStream, list_streams
 from ._wire import Batch, Live, StreamInfo
 
 __all__ = [
+    "AccessDenied",
     "AsyncDurableStream",
     "BadRequest",
     "Batch",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from ._retry import RetryPolicy
-from ._wire import HeaderSource, StreamInfo
+from ._wire import HeaderSource, StreamInfo, TokenSource, with_token
 
 # Long enough for a long-poll (the server answers within its timeout, 15 s by default).
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
@@ -13,7 +13,8 @@ DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 
 class StreamBase:
     """A stream at `url`. `headers` are added to every request; pass a callable returning them
-    to refresh credentials. Safe requests are retried under `retry`; a plain append never is
+    to refresh credentials. `token` is a bearer token, or a callable returning the current one
+    (asked on every request). Safe requests are retried under `retry`; a plain append never is
     once it may have reached the server (see `OutcomeUnknown`). `content_type` is the stream's,
     which appends carry: given here, or learnt from the server."""
 
@@ -22,11 +23,12 @@ class StreamBase:
         url: str,
         *,
         headers: HeaderSource = None,
+        token: TokenSource = None,
         retry: RetryPolicy | None = None,
         content_type: str | None = None,
     ) -> None:
         self.url = url
-        self.headers = headers
+        self.headers = with_token(headers, token)
         self.retry = retry or RetryPolicy()
         self.content_type = content_type
 

@@ -27,6 +27,11 @@ class StreamClosed(StreamConflict):
     """409: the stream is closed; nothing more can be appended."""
 
 
+class AccessDenied(DurableStreamError):
+    """401 (no token, or one the server refused) or 403 (the token or signed URL does not
+    allow this request)."""
+
+
 class BadRequest(DurableStreamError):
     """400, 413, 415 and other refusals of the request itself."""
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import httpx
 
 from ._errors import (
+    AccessDenied,
     BadRequest,
     DurableStreamError,
     StreamClosed,
@@ -24,6 +25,7 @@ from ._offset import Offset
 JSON = "application/json"
 Live = Literal["long-poll", "sse", "auto"] | None
 HeaderSource = Mapping[str, str] | Callable[[], Mapping[str, str]] | None
+TokenSource = str | Callable[[], str] | None
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,19 @@ def resolve_headers(source: HeaderSource) -> dict[str, str]:
     if source is None:
         return {}
     return dict(source() if callable(source) else source)
+
+
+def with_token(headers: HeaderSource, token: TokenSource) -> HeaderSource:
+    """`headers` plus `Authorization: Bearer <token>`; a callable token is asked on every
+    request, so a provider that refreshes its token before expiry is all a caller needs."""
+    if token is None:
+        return headers
+
+    def source() -> dict[str, str]:
+        value = token() if callable(token) else token
+        return {**resolve_headers(headers), "Authorization": f"Bearer {value}"}
+
+    return source
 
 
 # ------------------------------------------------------------------ requests
@@ -164,6 +179,8 @@ def raise_for_status(response: httpx.Response) -> None:
         if response.headers.get("Stream-Closed", "").lower() == "true":
             raise StreamClosed(message, status)
         raise StreamConflict(message, status)
+    if status in (401, 403):
+        raise AccessDenied(message, status)
     if status == 429 or status >= 500:
         raise Unavailable(message, status)
     if 400 <= status < 500:

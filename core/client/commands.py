@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from ._errors import (
+    AccessDenied,
     BadRequest,
     DurableStreamError,
     OutcomeUnknown,
@@ -30,6 +31,7 @@ from ._sync import DurableStream
 from ._wire import Batch, is_json, join_bodies
 
 URL_VARIABLE = "DSAWS_URL"
+TOKEN_VARIABLE = "DSAWS_TOKEN"
 DEFAULT_URL = "http://127.0.0.1:4437/v1/stream"
 # Bulk input is sent in appends of at most this many bytes.
 BATCH_BYTES = 256 * 1024
@@ -41,12 +43,14 @@ EXIT_CONFLICT = 4
 EXIT_BAD_REQUEST = 5
 EXIT_UNAVAILABLE = 6
 EXIT_OUTCOME_UNKNOWN = 7
+EXIT_ACCESS_DENIED = 8
 _EXITS: list[tuple[type[DurableStreamError], int]] = [
     (OutcomeUnknown, EXIT_OUTCOME_UNKNOWN),
     (ProducerError, EXIT_UNAVAILABLE),
     (StreamNotFound, EXIT_NOT_FOUND),
     (StreamGone, EXIT_NOT_FOUND),
     (StreamConflict, EXIT_CONFLICT),
+    (AccessDenied, EXIT_ACCESS_DENIED),
     (BadRequest, EXIT_BAD_REQUEST),
     (Unavailable, EXIT_UNAVAILABLE),
 ]
@@ -59,6 +63,9 @@ def add_commands(commands: Any) -> None:
         parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text)
         parser.add_argument("stream", help="the stream's path under the base URL")
         parser.add_argument("--url", help=f"base URL of the streams (default: ${URL_VARIABLE})")
+        parser.add_argument(
+            "--token", help=f"bearer token to send (default: ${TOKEN_VARIABLE}; none if unset)"
+        )
         parser.set_defaults(handler=run)
         return parser
 
@@ -108,7 +115,8 @@ def add_commands(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     base = (args.url or os.environ.get(URL_VARIABLE) or DEFAULT_URL).rstrip("/")
     try:
-        with DurableStream(f"{base}/{args.stream}") as stream:
+        token = args.token or os.environ.get(TOKEN_VARIABLE) or None
+        with DurableStream(f"{base}/{args.stream}", token=token) as stream:
             return _COMMANDS[args.command](stream, args, base)
     except DurableStreamError as exc:
         print(f"dsaws {args.command}: {exc}", file=sys.stderr)
