@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx
 
+from core.app import create_app
+from core.auth import mint_token, parse_grants, parse_key_set
 from core.config import Settings
 from core.runtime import build_backend, ensure_resources, use_emulator_credentials
 from core.storage import CreateSpec
@@ -25,6 +27,7 @@ from infra.emulator import Emulator
 
 REPEATS = 20
 IDLE_WAIT_SECONDS = 3.0
+AUDIENCE = "durable-streams"
 POLL_INTERVAL = 0.2
 
 
@@ -102,7 +105,39 @@ async def run() -> list[Row]:
         for i in range(REPEATS):
             other.store.create(f"cold-{i}", CreateSpec("text/plain"))
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-            return await _scenarios(client, meter)
+            rows = await _scenarios(client, meter)
+        # The same store behind an app with access control on.
+        secured = backend.settings.model_copy(update={"auth": True, "auth_secret": BENCH_KEY})
+        transport = httpx.ASGITransport(app=create_app(secured, backend.store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+            return rows + await _access_scenarios(client, meter)
+
+
+BENCH_KEY = "benchmark-key-" + "k" * 32
+
+
+async def _access_scenarios(client: httpx.AsyncClient, meter: CallMeter) -> list[Row]:
+    """A refusal costs no AWS call; a verified token costs what the request costs anyway."""
+    keys = parse_key_set(BENCH_KEY)
+    writer = mint_token(keys, parse_grants("create,append:*"), lifetime=600, audience=AUDIENCE)
+    stale = mint_token(keys, parse_grants("append:*"), lifetime=60, audience=AUDIENCE, now=1e9)
+    url, text = "/v1/stream/secured", {"Content-Type": "text/plain"}
+    await client.put(url, headers={**text, "Authorization": f"Bearer {writer}"})
+
+    def append(token: str | None, status: int) -> Any:
+        headers = {**text, **({"Authorization": f"Bearer {token}"} if token else {})}
+
+        async def action(i: int) -> None:
+            response = await client.post(url, content=b"x" * 100, headers=headers)
+            assert response.status_code == status, response.text
+
+        return action
+
+    return [
+        await measure(meter, "append with a token (HS256 verified)", 2, append(writer, 204)),
+        await measure(meter, "append refused: no token (401)", 0, append(None, 401)),
+        await measure(meter, "append refused: expired token (401)", 0, append(stale, 401)),
+    ]
 
 
 async def _scenarios(client: httpx.AsyncClient, meter: CallMeter) -> list[Row]:

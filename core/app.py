@@ -3,33 +3,40 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 
 from .auth import (
+    LISTING_NEEDS,
     OPEN,
     Decision,
     KeysUnavailable,
+    Need,
     OriginLock,
     Refused,
-    listing_needs,
     needs_for,
 )
+from .auth.origin import origin_secret_source
+from .cdn.policy import KEY_QUERY_PARAMETERS
 from .config import Settings
 from .http import responses
-from .http.listing import list_prefix as listing_prefix
 from .http.listing import list_streams
 from .http.middleware import AccessLog, DefaultHeaders
 from .http.streams import StreamEndpoints
 from .http.wakeups import Wakeups
 from .protocol.errors import ProtocolError
 from .protocol.paths import parse_stream_path
+from .protocol.query import check_parameter_names
 from .storage import StoreUnavailable, StreamStore
 from .telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from .auth.guard import Guard
 
 logger = logging.getLogger("dsaws")
 _METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"]
@@ -46,10 +53,14 @@ def create_app(
     app.state.endpoints = endpoints
     guard = _guard(settings)
 
-    def authorize(request: Request, needs: tuple, path: str) -> Decision:
+    async def admit(request: Request, needs: tuple[Need, ...], path: str) -> Decision:
+        """Access control, before anything else touches the store. Every cache-key parameter
+        must be spelled literally, whatever the method: a CDN keys on the names as sent."""
+        check_parameter_names(request.scope.get("query_string", b""), KEY_QUERY_PARAMETERS)
         if guard is None:
             return OPEN
-        return guard.check(needs, request.headers, request.query_params, path)
+        items = request.query_params.multi_items()
+        return await run_in_threadpool(guard.check, needs, request.headers, items, path)
 
     @app.exception_handler(ProtocolError)
     async def _protocol_error(_: Request, exc: ProtocolError) -> Response:
@@ -86,8 +97,7 @@ def create_app(
 
         @app.get(settings.base_path)
         async def listing(request: Request) -> Response:
-            prefix = listing_prefix(request)
-            access = authorize(request, listing_needs(prefix), prefix)
+            access = await admit(request, LISTING_NEEDS, "")
             if isinstance(access, Refused):
                 return responses.refused(access)
             return await list_streams(request, store)
@@ -97,9 +107,10 @@ def create_app(
         path = parse_stream_path(path)
         method = request.method
         source = endpoints.fork_source(request) if method == "PUT" else None
-        access = authorize(request, needs_for(method, path, source), path)
+        access = await admit(request, needs_for(method, path, source), path)
         if isinstance(access, Refused):
-            return responses.refused(access)
+            refusal = responses.refused(access)
+            return responses.bodyless(refusal) if method == "HEAD" else refusal
         if method == "GET":
             return await endpoints.read(request, path, access)
         if method == "POST":
@@ -117,7 +128,11 @@ def create_app(
         return {"status": "ok"}
 
     if settings.origin_lock != "off":
-        app.add_middleware(OriginLock, lock=settings.origin_lock, secrets=settings.origin_secrets)
+        secrets = origin_secret_source(
+            settings.origin_secret, settings.origin_secret_id, settings.auth_keys_max_age
+        )
+        secrets.current()  # at start: a secret that cannot be read fails the start
+        app.add_middleware(OriginLock, lock=settings.origin_lock, secrets=secrets)
     exposed_headers = ["ETag", "Location", "WWW-Authenticate", *responses.PROTOCOL_HEADERS]
     any_origin = settings.cors_origin_list == ("*",)
     # Bearer tokens travel in a header, not in cookies: browsers never need credentials mode,
@@ -149,7 +164,7 @@ def create_app(
     return app
 
 
-def _guard(settings: Settings) -> Any:
+def _guard(settings: Settings) -> Guard | None:
     """The access checks, when the deployment asks for them (PyJWT is loaded only then)."""
     if not settings.auth:
         return None

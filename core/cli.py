@@ -62,6 +62,12 @@ def _serve(args: argparse.Namespace) -> int:
     base_url = f"http://{args.host}:{args.port}{settings.base_path}/"
     print(f"dsaws: serving Durable Streams at {base_url}", flush=True)
     print(f"dsaws: storage is {where}", flush=True)
+    if settings.auth:
+        print(
+            "dsaws: access control is on: requests need a token (`dsaws token read:*`) or, "
+            "for reads, a signed URL (`dsaws sign-url PATH`)",
+            flush=True,
+        )
     cdn = None
     try:
         if args.cdn_port is not None:

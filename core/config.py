@@ -27,8 +27,8 @@ LAMBDA_MAX_APPEND_BYTES = 4 * MIB
 WAIT_MARGIN_SECONDS = 5.0
 
 
-# What a header value (CloudFront's, nginx's) carries without quoting, long enough to guess.
-_ORIGIN_SECRET = re.compile(r"[A-Za-z0-9._~+/=-]{16,}")
+# What a header value (CloudFront's, nginx's) carries without quoting, too long to guess.
+ORIGIN_SECRET_PATTERN = re.compile(r"[A-Za-z0-9._~+/=-]{16,}")
 
 
 def running_in_lambda() -> bool:
@@ -122,6 +122,9 @@ class Settings(BaseSettings):
     origin_secret: str | None = Field(
         None, description="comma-separated: the CDN's origin header values accepted"
     )
+    origin_secret_id: str | None = Field(
+        None, description='Secrets Manager secret of {"current": ..., "previous": ...} values'
+    )
     origin_lock: Literal["off", "reads", "all"] = Field(
         "off", description="requests that must carry the origin secret (come through the CDN)"
     )
@@ -134,6 +137,7 @@ class Settings(BaseSettings):
         "auth_jwks_url",
         "auth_issuer",
         "origin_secret",
+        "origin_secret_id",
         mode="before",
     )
     @classmethod
@@ -206,9 +210,13 @@ class Settings(BaseSettings):
             )
         if self.auth_jwks_url and not self.auth_issuer:
             problems.append("DS_AUTH_JWKS_URL needs DS_AUTH_ISSUER: the provider signs for others")
-        if self.origin_lock != "off" and not self.origin_secrets:
-            problems.append(f"DS_ORIGIN_LOCK={self.origin_lock} needs DS_ORIGIN_SECRET")
-        if any(not _ORIGIN_SECRET.fullmatch(secret) for secret in self.origin_secrets):
+        if self.origin_lock != "off" and not (self.origin_secrets or self.origin_secret_id):
+            problems.append(
+                f"DS_ORIGIN_LOCK={self.origin_lock} needs DS_ORIGIN_SECRET or DS_ORIGIN_SECRET_ID"
+            )
+        if self.origin_secret and self.origin_secret_id:
+            problems.append("name one of DS_ORIGIN_SECRET and DS_ORIGIN_SECRET_ID")
+        if any(not ORIGIN_SECRET_PATTERN.fullmatch(secret) for secret in self.origin_secrets):
             problems.append(
                 "DS_ORIGIN_SECRET: each value must be 16 or more letters, digits, or -._~+/="
             )
@@ -219,9 +227,12 @@ class Settings(BaseSettings):
     @property
     def public_prefixes(self) -> tuple[str, ...]:
         """The public prefixes, relative to the stream root; "" stands for every stream."""
-        return tuple(
-            "" if p in {"*", "/"} else p.lstrip("/") for p in _comma_list(self.public_read_prefixes)
-        )
+        prefixes = []
+        for item in _comma_list(self.public_read_prefixes):
+            # Only `*` makes every stream public; `/` (an empty prefix) makes nothing public.
+            if item == "*" or item.lstrip("/"):
+                prefixes.append("" if item == "*" else item.lstrip("/"))
+        return tuple(prefixes)
 
     @property
     def origin_secrets(self) -> tuple[str, ...]:

@@ -46,10 +46,10 @@ class HttpAccess:
 
     def list(self, prefix: str) -> list[str]:
         assert self.origin.url is not None
-        return sorted(list_streams(self.origin.url, prefix))
+        return sorted(list_streams(self.origin.url, prefix, token=self.origin.token))
 
     def state(self, stream: str) -> StreamState | None:
-        with DurableStream(self.origin.stream_url(stream)) as handle:
+        with DurableStream(self.origin.stream_url(stream), token=self.origin.token) as handle:
             try:
                 info = handle.head()
             except (StreamNotFound, StreamGone):
@@ -58,7 +58,7 @@ class HttpAccess:
 
     def read(self, piece: StreamSlice) -> Iterator[ReadBatch]:
         json_stream = is_json(piece.content_type)
-        with DurableStream(self.origin.stream_url(piece.stream)) as handle:
+        with DurableStream(self.origin.stream_url(piece.stream), token=self.origin.token) as handle:
             for batch in handle.read(Offset(piece.start), until=Offset(piece.end)):
                 start = position(batch.offset.token)
                 end = position(batch.next_offset.token)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from urllib.parse import quote
 
 from core.protocol.errors import ProtocolError
@@ -36,6 +36,8 @@ class Origin:
     bucket: str | None = None
     endpoint: str | None = None  # an emulator or other AWS-compatible endpoint
     region: str | None = None
+    # A bearer token for a server with access control (HTTP only); kept out of reprs and logs.
+    token: str | None = field(default=None, repr=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> Origin:
@@ -52,7 +54,7 @@ class Origin:
                 "option 'url' is required: the streams' base URL (http or https), "
                 "or 'table' and 'bucket' to read the store directly"
             )
-        return cls(url)
+        return cls(url, token=options.get("token") or None)
 
     @property
     def direct(self) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
@@ -34,6 +34,7 @@ class SinkOptions:
     sink_id: str
     epoch: int
     json_stream: bool = False  # whether messages are JSON texts to append as values
+    token: str | None = field(default=None, repr=False)  # a bearer token allowing `append`
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -47,13 +48,13 @@ class SinkOptions:
         epoch = options.get("epoch", "0")
         if not epoch.isdigit():
             raise OptionError(f"option 'epoch' must be a whole number, not {epoch!r}")
-        return cls(f"{base}/{stream}", sink_id, int(epoch))
+        return cls(f"{base}/{stream}", sink_id, int(epoch), token=options.get("token") or None)
 
     def for_stream(self) -> SinkOptions:
         """These options with the stream's kind, looked up by HEAD (on the driver)."""
-        with DurableStream(self.url) as stream:
+        with DurableStream(self.url, token=self.token) as stream:
             json_stream = is_json(stream.head().content_type)
-        return SinkOptions(self.url, self.sink_id, self.epoch, json_stream)
+        return replace(self, json_stream=json_stream)
 
 
 @dataclass
@@ -67,7 +68,11 @@ def write_partition(options: SinkOptions, epoch: int, rows: Iterator[Row]) -> Wr
     partition = TaskContext.get().partitionId()
     settings = ProducerSettings(linger=_NEVER, max_batch_bytes=CHUNK_BYTES)
     producer = SyncIdempotentProducer(
-        options.url, f"{options.sink_id}-{partition}", epoch=epoch, settings=settings
+        options.url,
+        f"{options.sink_id}-{partition}",
+        epoch=epoch,
+        settings=settings,
+        token=options.token,
     )
     count = 0
     try:

@@ -7,6 +7,7 @@ The decision is pure (`decision`, `grants`, `signed_urls`); verifying tokens nee
 from typing import Any
 
 from .decision import (
+    LISTING_NEEDS,
     OPEN,
     Allowed,
     BadSignature,
@@ -14,15 +15,15 @@ from .decision import (
     Bearer,
     Decision,
     Need,
+    Presented,
     Refused,
     SignedRead,
     Via,
     decide,
-    listing_needs,
     needs_for,
 )
 from .grants import Action, Grant, parse_grant, parse_grants, render_grants
-from .keys import KeyConfigError, KeySet, KeySource, KeysUnavailable, parse_key_set
+from .keys import KeyConfigError, KeySet, KeySource, KeysUnavailable, StoredValue, parse_key_set
 from .origin import ORIGIN_SECRET_HEADER, OriginLock
 from .signed_urls import SIGNED_URL_PARAMETERS, round_expiry, sign
 
@@ -38,6 +39,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "LISTING_NEEDS",
     "OPEN",
     "ORIGIN_SECRET_HEADER",
     "SIGNED_URL_PARAMETERS",
@@ -55,12 +57,13 @@ __all__ = [
     "KeysUnavailable",
     "Need",
     "OriginLock",
+    "Presented",
     "Refused",
     "SignedRead",
+    "StoredValue",
     "TokenVerifier",
     "Via",
     "decide",
-    "listing_needs",
     "mint_token",
     "needs_for",
     "parse_grant",

@@ -29,6 +29,7 @@ def add_commands(commands: Any) -> None:
     )
     token.add_argument("--lifetime", type=_seconds, default=3600, help="seconds (default 3600)")
     token.add_argument("--subject", help="the sub claim (who the token is for)")
+    token.add_argument("--kid", help="sign with this key of the set (default: the first)")
     token.set_defaults(handler=_token)
 
     url = commands.add_parser("sign-url", help="make a signed read URL for a stream or a prefix")
@@ -71,20 +72,19 @@ def _token(args: argparse.Namespace) -> int:
         return _fail("token", f"not a grant (actions:prefix): {', '.join(bad)}")
     settings = load_settings()
     try:
-        keys = _keys(settings)
-    except (KeyConfigError, KeysUnavailable) as exc:
-        return _fail("token", str(exc))
-    print(
-        mint_token(
-            keys,
+        minted = mint_token(
+            _keys(settings),
             [g for g in grants if g is not None],
             lifetime=args.lifetime,
             audience=settings.auth_audience,
             issuer=settings.auth_issuer,
             subject=args.subject,
             claim=settings.auth_claim,
+            kid=args.kid,
         )
-    )
+    except (KeyConfigError, KeysUnavailable) as exc:
+        return _fail("token", str(exc))
+    print(minted)
     return 0
 
 
@@ -95,6 +95,8 @@ def _sign_url(args: argparse.Namespace) -> int:
     except (KeyConfigError, KeysUnavailable) as exc:
         return _fail("sign-url", str(exc))
     target = args.stream.lstrip("/")
+    if not target and not args.prefix:
+        return _fail("sign-url", "name a stream (or a prefix, with --prefix)")
     expires = round_expiry(time.time(), args.lifetime, args.step)
     query = urlencode(sign(keys, target, expires, prefix=args.prefix))
     if args.url is None or args.prefix:

@@ -3,21 +3,22 @@ presents. No I/O here: the caller verifies a token or a signed URL first and pas
 
 - A request needs actions on paths (`needs_for`): reads `read`, appends and closes `append`,
   creates `create`, deletes `delete`; a fork needs `fork` on the new stream and `read` on its
-  source. A listing needs `read` over the whole prefix it lists.
+  source. A listing needs `read` on every stream.
 - Reads under a public prefix need nothing, whatever else the request carries.
 - Otherwise a bearer token must grant every need (401 without one or with a bad one, 403 when it
   grants too little), or, for reads only, a signed read URL must cover the path (403 when it
   does not, or has expired, or its signature is wrong: the URL itself is the credential, as
-  with S3's and CloudFront's signed URLs).
+  with S3's and CloudFront's signed URLs). Needs met publicly (a fork's public source) need
+  nothing more.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from .grants import Action, Grant, covers, within
+from .grants import Action, Grant, within
 
 REALM = "durable-streams"
 
@@ -26,26 +27,18 @@ REALM = "durable-streams"
 class Need:
     action: Action
     path: str
-    listing: bool = False  # `path` is a listing's prefix: everything under it must be allowed
+    listing: bool = False  # the listing extension: `path` is "", every stream
 
     def allowed_by(self, grant: Grant) -> bool:
-        if self.listing:
-            return grant.covers_prefix(self.action, self.path)
         return grant.allows(self.action, self.path)
 
     def public_under(self, prefixes: Sequence[str]) -> bool:
-        if self.action is not Action.READ:
-            return False
-        inside = covers if self.listing else _within_reversed
-        return any(inside(prefix, self.path) for prefix in prefixes)
+        return self.action is Action.READ and any(within(self.path, p) for p in prefixes)
 
     def describe(self) -> str:
-        what = f"streams under '{self.path}'" if self.listing else f"'{self.path}'"
-        return f"{self.action.value} on {what}"
-
-
-def _within_reversed(prefix: str, path: str) -> bool:
-    return within(path, prefix)
+        if self.listing:
+            return "read on every stream (a listing)"
+        return f"{self.action.value} on '{self.path}'"
 
 
 def needs_for(method: str, path: str, fork_source: str | None = None) -> tuple[Need, ...]:
@@ -62,8 +55,9 @@ def needs_for(method: str, path: str, fork_source: str | None = None) -> tuple[N
     return ()  # OPTIONS: answered without touching a stream
 
 
-def listing_needs(prefix: str) -> tuple[Need, ...]:
-    return (Need(Action.READ, prefix, listing=True),)
+# A listing's cursor is the table key where its scan stopped, which may name a stream outside
+# the prefix it lists: a listing needs read on every stream, whatever prefix it asks for.
+LISTING_NEEDS = (Need(Action.READ, "", listing=True),)
 
 
 # ---------------------------------------------------------------- what the request presented
@@ -93,9 +87,9 @@ class SignedRead:
     def covers(self, need: Need) -> bool:
         if need.action is not Action.READ:
             return False
-        if need.listing:
-            return self.is_prefix and covers(self.target, need.path)
-        return within(need.path, self.target) if self.is_prefix else need.path == self.target
+        if self.is_prefix:
+            return within(need.path, self.target)
+        return need.path == self.target and not need.listing
 
 
 @dataclass(frozen=True)
@@ -140,21 +134,18 @@ Decision = Allowed | Refused
 OPEN = Allowed(Via.OPEN)
 
 
-def decide(needs: Sequence[Need], public_prefixes: Sequence[str], presented: Presented) -> Decision:
-    return without_credentials(needs, public_prefixes) or judge(needs, presented)
-
-
-def without_credentials(needs: Sequence[Need], public_prefixes: Sequence[str]) -> Allowed | None:
-    """Requests allowed whatever they present: those that need nothing, and public reads."""
+def decide(
+    needs: Sequence[Need], public_prefixes: Sequence[str], present: Callable[[], Presented]
+) -> Decision:
+    """Whether a request that needs `needs` may go ahead. What it presents (`present`: the
+    verified token or signed URL) is looked at only when a need is not public: public reads
+    never cost a verification, and a bad token does not spoil them."""
     if not needs:
         return OPEN
-    if all(need.public_under(public_prefixes) for need in needs):
+    private = [need for need in needs if not need.public_under(public_prefixes)]
+    if not private:
         return Allowed(Via.PUBLIC)
-    return None
-
-
-def judge(needs: Sequence[Need], presented: Presented) -> Decision:
-    """What the credential presented allows, for a request that needs one."""
+    presented = present()
     match presented:
         case None:
             return Refused(401, "unauthorized", "a bearer token is required", _challenge())
@@ -164,28 +155,31 @@ def judge(needs: Sequence[Need], presented: Presented) -> Decision:
             )
         case Bearer(grants):
             missing = next(
-                (n for n in needs if not any(n.allowed_by(grant) for grant in grants)), None
+                (n for n in private if not any(n.allowed_by(grant) for grant in grants)), None
             )
             if missing is None:
                 return Allowed(Via.TOKEN)
             message = f"the token does not allow {missing.describe()}"
-            return Refused(403, "forbidden", message, _challenge("insufficient_scope", message))
+            challenge = _challenge("insufficient_scope", "the token does not allow this request")
+            return Refused(403, "forbidden", message, challenge)
         case BadSignature(reason):
             return Refused(403, "forbidden", f"signed URL refused: {reason}")
         case SignedRead():
-            outside = next((n for n in needs if not presented.covers(n)), None)
+            outside = next((n for n in private if not presented.covers(n)), None)
             if outside is None:
                 return Allowed(Via.SIGNED_URL, valid_until=presented.expires)
             if outside.action is not Action.READ:
                 return Refused(403, "forbidden", "a signed URL grants reads only")
-            return Refused(403, "forbidden", f"the signed URL does not cover {outside.path!r}")
+            return Refused(403, "forbidden", f"the signed URL does not allow {outside.describe()}")
     raise TypeError(f"not a presented credential: {presented!r}")
 
 
 def _challenge(error: str | None = None, description: str | None = None) -> str:
+    """The WWW-Authenticate value (RFC 6750). Descriptions are this module's own fixed ASCII
+    phrases, never text from the request: a header carries Latin-1 only."""
     parts = [f'Bearer realm="{REALM}"']
     if error:
         parts.append(f'error="{error}"')
     if description:
-        parts.append(f'error_description="{description.replace(chr(34), chr(39))}"')
+        parts.append(f'error_description="{description}"')
     return ", ".join(parts)

@@ -4,8 +4,9 @@ A grant is written `<actions>:<prefix>`, for example `read,append:chat/` or `rea
 token carries them space-separated in a string claim (the OAuth `scope` convention) or as a list
 of strings. Prefixes are relative to the stream root and match whole path segments: `chat`
 covers `chat` and `chat/room-1`, not `chatroom`; `chat/` covers everything under `chat/`; `*`
-(or an empty prefix) covers every stream. Entries that are not grants (`openid`, another API's
-scopes) are ignored, so one token can serve several audiences.
+covers every stream (an empty prefix, `read:` or `read:/`, is no grant at all). Entries that
+are not grants (`openid`, another API's scopes) are ignored, so one token can serve several
+audiences.
 """
 
 from __future__ import annotations
@@ -37,11 +38,6 @@ class Grant:
     def allows(self, action: Action, path: str) -> bool:
         return action in self.actions and within(path, self.prefix)
 
-    def covers_prefix(self, action: Action, prefix: str) -> bool:
-        """Whether every path starting with `prefix` (as a string, the way a listing selects
-        streams) is within this grant."""
-        return action in self.actions and covers(self.prefix, prefix)
-
     def render(self) -> str:
         names = ",".join(sorted(action.value for action in self.actions))
         return f"{names}:{self.prefix or EVERY_STREAM}"
@@ -54,13 +50,6 @@ def within(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix + "/")
 
 
-def covers(grant_prefix: str, listed_prefix: str) -> bool:
-    """Whether every path that starts with `listed_prefix` is within `grant_prefix`."""
-    if not grant_prefix or grant_prefix.endswith("/"):
-        return listed_prefix.startswith(grant_prefix)
-    return listed_prefix.startswith(grant_prefix + "/")
-
-
 def parse_grant(entry: str) -> Grant | None:
     """One `<actions>:<prefix>` entry, or None when it is not a grant of ours."""
     names, colon, prefix = entry.partition(":")
@@ -69,8 +58,12 @@ def parse_grant(entry: str) -> Grant | None:
     actions = frozenset(_ACTIONS[name] for name in names.split(",") if name in _ACTIONS)
     if not actions or any(name not in _ACTIONS for name in names.split(",")):
         return None
+    if prefix == EVERY_STREAM:
+        return Grant(actions, "")
     prefix = prefix.lstrip("/")
-    return Grant(actions, "" if prefix == EVERY_STREAM else prefix)
+    # Only `*` means every stream: an empty prefix is more likely a template's empty variable
+    # (`read:{tenant}/` with no tenant) than a wish to grant everything.
+    return Grant(actions, prefix) if prefix else None
 
 
 def parse_grants(claim: Any) -> tuple[Grant, ...]:

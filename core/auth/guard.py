@@ -9,8 +9,9 @@ from collections.abc import Mapping, Sequence
 
 from ..config import Settings
 from . import signed_urls
-from .decision import Decision, Need, Presented, judge, without_credentials
+from .decision import BadSignature, Decision, Need, Presented, decide
 from .keys import hmac_key_source
+from .signed_urls import SIGNED_URL_PARAMETERS
 from .tokens import TokenVerifier
 
 
@@ -32,20 +33,23 @@ class Guard:
         self,
         needs: Sequence[Need],
         headers: Mapping[str, str],
-        query: Mapping[str, str],
+        query: Sequence[tuple[str, str]],
         path: str,
     ) -> Decision:
-        """Whether a request for `path` that needs `needs` may go ahead. Public reads are
-        decided before any credential is looked at, so they never cost a verification."""
-        free = without_credentials(needs, self.public_prefixes)
-        return free or judge(needs, self._presented(headers, query, path))
+        """Whether a request for `path` (its query as name-value pairs) that needs `needs` may
+        go ahead. May fetch keys (cached): call it from a worker thread, not the event loop."""
+        return decide(needs, self.public_prefixes, lambda: self._presented(headers, query, path))
 
     def _presented(
-        self, headers: Mapping[str, str], query: Mapping[str, str], path: str
+        self, headers: Mapping[str, str], query: Sequence[tuple[str, str]], path: str
     ) -> Presented:
         scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and token.strip():
             return self.tokens.verify(token.strip())
-        if signed_urls.presents_signature(query) and self.hmac_keys is not None:
-            return signed_urls.verify(self.hmac_keys.current(), query, path, time.time())
-        return None
+        signed = {name: value for name, value in query if name in SIGNED_URL_PARAMETERS}
+        if not signed_urls.presents_signature(signed) or self.hmac_keys is None:
+            return None
+        if len(signed) != sum(name in SIGNED_URL_PARAMETERS for name, _ in query):
+            # One value per parameter: a cache and the server must read the same URL.
+            return BadSignature("a signed-URL parameter is repeated")
+        return signed_urls.verify(self.hmac_keys.current(), signed, path, time.time())

@@ -9,20 +9,26 @@ without a kid verifies what carries none). Rotating is therefore: put the new ke
 keep the old one second, wait until everything the old one signed has expired, then drop it.
 
 The text comes from the settings themselves (local use and tests), AWS Secrets Manager, or SSM
-Parameter Store, read through Powertools' parameters utility, which keeps it for `max_age`
-seconds: one AWS call per container per `max_age`, whatever the traffic.
+Parameter Store, read through Powertools' parameters utility and kept for `max_age` seconds:
+one AWS call per container per `max_age`, whatever the traffic (`StoredValue`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from ..config import Settings
 
 MIN_SECRET_BYTES = 32
+T = TypeVar("T")
+logger = logging.getLogger("dsaws")
 
 
 class KeyConfigError(ValueError):
@@ -68,37 +74,71 @@ def parse_key_set(text: str) -> KeySet:
     return KeySet(keys)
 
 
-class KeySource:
-    """The current key set, from one of: the text itself, a Secrets Manager secret id, or an
-    SSM parameter name (a SecureString, decrypted)."""
+class StoredValue(Generic[T]):
+    """A value kept in the settings themselves, in Secrets Manager (`secret_id`) or in SSM
+    Parameter Store (`parameter`, a SecureString), parsed by `parse`.
+
+    A stored value is read through Powertools' parameters utility and kept for `max_age`
+    seconds. When a refresh fails (the service is unreachable, or a rotation stored something
+    that does not parse) the last good value is kept, the failure logged, and the refresh tried
+    again after `RETRY_SECONDS`: a bad rotation or an outage never turns every request into an
+    error. Only a process that never read a good value answers `KeysUnavailable`."""
+
+    RETRY_SECONDS = 10.0
 
     def __init__(
         self,
+        parse: Callable[[str], T],
         *,
         inline: str | None = None,
         secret_id: str | None = None,
         parameter: str | None = None,
-        max_age: int = 300,
+        max_age: float = 300,
     ) -> None:
         if sum(v is not None for v in (inline, secret_id, parameter)) != 1:
-            raise KeyConfigError("name exactly one place for the HMAC keys")
-        self._inline = None if inline is None else parse_key_set(inline)
+            raise KeyConfigError("name exactly one place for the value")
+        self._parse = parse
+        self._inline = None if inline is None else parse(inline)
         self._secret_id = secret_id
         self._parameter = parameter
         self._max_age = max_age
-        self._parsed: tuple[str, KeySet] | None = None
+        self._good: tuple[str, T] | None = None
+        self._next_refresh = 0.0
+        self._lock = threading.Lock()
 
-    def current(self) -> KeySet:
+    @property
+    def stored(self) -> bool:
+        """Whether reading it may call AWS (then not on an event loop)."""
+        return self._inline is None
+
+    def current(self) -> T:
         if self._inline is not None:
             return self._inline
-        text = self._fetch()
-        if self._parsed is None or self._parsed[0] != text:
-            self._parsed = (text, parse_key_set(text))
-        return self._parsed[1]
+        with self._lock:
+            if self._good is None or time.monotonic() >= self._next_refresh:
+                self._refresh()
+            assert self._good is not None
+            return self._good[1]
+
+    def _refresh(self) -> None:
+        try:
+            text = self._fetch()
+            value = self._good[1] if self._good and self._good[0] == text else self._parse(text)
+        except (KeysUnavailable, KeyConfigError) as exc:
+            if self._good is None:
+                raise KeysUnavailable(f"{self._where()}: {exc}") from exc
+            logger.warning("keeping the last good value of %s: %s", self._where(), exc)
+            self._next_refresh = time.monotonic() + self.RETRY_SECONDS
+            return
+        self._good = (text, value)
+        self._next_refresh = time.monotonic() + self._max_age
+
+    def _where(self) -> str:
+        return f"secret {self._secret_id}" if self._secret_id else f"parameter {self._parameter}"
 
     def _fetch(self) -> str:
-        # Powertools is imported only where a stored secret is used: the local server with an
-        # inline key set does without it.
+        # Powertools is imported only where a stored value is used: the local server with
+        # inline keys does without it.
         from aws_lambda_powertools.utilities import parameters
 
         value: Any
@@ -110,15 +150,19 @@ class KeySource:
                     self._parameter, decrypt=True, max_age=self._max_age
                 )
         except parameters.exceptions.GetParameterError as exc:
-            raise KeysUnavailable(f"the HMAC keys could not be read: {exc}") from exc
+            raise KeysUnavailable(f"could not be read: {exc}") from exc
         return value.decode() if isinstance(value, bytes) else str(value)
+
+
+KeySource = StoredValue[KeySet]
 
 
 def hmac_key_source(settings: Settings) -> KeySource | None:
     """Where the settings say the HMAC keys are (None: nowhere; tokens come from a JWKS)."""
     if not (settings.auth_secret or settings.auth_secret_id or settings.auth_secret_parameter):
         return None
-    return KeySource(
+    return StoredValue(
+        parse_key_set,
         inline=settings.auth_secret,
         secret_id=settings.auth_secret_id,
         parameter=settings.auth_secret_parameter,

@@ -17,8 +17,11 @@ import base64
 import hashlib
 import hmac
 import math
+import re
 from collections.abc import Mapping
 
+from ..protocol.errors import ProtocolError
+from ..protocol.paths import parse_path_prefix
 from .decision import BadSignature, SignedRead
 from .keys import KeySet
 
@@ -30,6 +33,8 @@ SIGNATURE = "signature"
 SIGNED_URL_PARAMETERS: tuple[str, ...] = (EXPIRES, KEY_ID, SCOPE, SIGNATURE)
 
 _DERIVATION = b"durable-streams signed read URL v1"
+# ASCII digits only (str.isdigit accepts others), no leading zero: one spelling per expiry.
+_UNIX_SECONDS = re.compile(r"[1-9][0-9]{0,11}")
 
 
 def round_expiry(now: float, lifetime: float, step: int) -> int:
@@ -60,7 +65,7 @@ def verify(
 ) -> SignedRead | BadSignature:
     """The signed read a URL for `path` with this query grants, or why it grants nothing."""
     expires_text = query.get(EXPIRES, "")
-    if not expires_text.isdigit() or len(expires_text) > 12:
+    if not _UNIX_SECONDS.fullmatch(expires_text):
         return BadSignature("expires must be a Unix time in seconds")
     expires = int(expires_text)
     if expires <= now:
@@ -70,8 +75,14 @@ def verify(
         return BadSignature("unknown key id")
     is_prefix = SCOPE in query
     target = query[SCOPE].lstrip("/") if is_prefix else path
+    if is_prefix:
+        try:
+            parse_path_prefix(target)
+        except ProtocolError:
+            return BadSignature("scope is not a path prefix")
     expected = _mac(secret, target, is_prefix, expires)
-    if not hmac.compare_digest(expected, query.get(SIGNATURE, "")):
+    presented = query.get(SIGNATURE, "").encode("utf-8", "replace")
+    if not hmac.compare_digest(expected.encode(), presented):
         return BadSignature("signature does not match")
     return SignedRead(target, is_prefix, expires)
 

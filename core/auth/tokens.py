@@ -18,7 +18,7 @@ import jwt
 
 from .decision import BadToken, Bearer
 from .grants import Grant, parse_grants, render_grants
-from .keys import KeySet, KeySource, KeysUnavailable
+from .keys import KeyConfigError, KeySet, KeySource, KeysUnavailable
 
 HMAC_ALGORITHM = "HS256"
 JWKS_ALGORITHMS = ("RS256", "ES256")
@@ -66,7 +66,7 @@ class TokenVerifier:
                 return BadToken("the key does not fit the algorithm")
             key = None if jwk is None else jwk.key
         else:
-            return BadToken(f"algorithm {algorithm!r} is not accepted")
+            return BadToken("algorithm not accepted")
         if key is None:
             return BadToken("unknown key id")
         try:
@@ -107,10 +107,14 @@ class TokenVerifier:
         if kid is None:
             return None
         try:
-            return self._jwks.get_signing_key(kid)
+            self._jwks.get_signing_keys()  # cached; fetched when stale
+        except jwt.PyJWTError as exc:  # unreachable, not JSON, or no usable key in it
+            raise KeysUnavailable(f"the JWKS could not be used: {exc}") from exc
+        try:
+            return self._jwks.get_signing_key(kid)  # an unknown kid refetches, once per cooldown
         except jwt.PyJWKClientConnectionError as exc:
             raise KeysUnavailable(f"the JWKS could not be fetched: {exc}") from exc
-        except jwt.PyJWKClientError:
+        except jwt.PyJWTError:
             return None
 
 
@@ -124,8 +128,9 @@ def mint_token(
     subject: str | None = None,
     claim: str = "scope",
     now: float | None = None,
+    kid: str | None = None,
 ) -> str:
-    """An HS256 token signed with the key set's signing key."""
+    """An HS256 token signed with the key set's signing key (or the key named `kid`)."""
     issued = int(time.time() if now is None else now)
     payload: dict[str, object] = {
         "aud": audience,
@@ -138,6 +143,12 @@ def mint_token(
         payload["iss"] = issuer
     if subject:
         payload["sub"] = subject
-    kid, secret = keys.signing_key
+    if kid is None:
+        kid, secret = keys.signing_key
+    else:
+        found = keys.find(kid)
+        if found is None:
+            raise KeyConfigError(f"no key has the kid {kid!r}")
+        secret = found
     headers = {"kid": kid} if kid else None
     return jwt.encode(payload, secret, algorithm=HMAC_ALGORITHM, headers=headers)

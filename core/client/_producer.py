@@ -263,9 +263,9 @@ def _judge(response: httpx.Response, retry: RetryPolicy, attempt: int) -> Outcom
         epoch = response.headers.get("Producer-Epoch")
         if epoch is not None and epoch.isdigit():
             return Outcome(Answer.STALE_EPOCH, server_epoch=int(epoch), reason=reason)
-        if "WWW-Authenticate" in response.headers:  # the token does not allow this append
-            return Outcome(Answer.REFUSED, reason=reason)
-        return Outcome(Answer.UNDELIVERED, pause, reason=reason)  # from something in between
+        # Access control refused it (the token, a signed URL, a locked origin): retrying the
+        # same request cannot succeed.
+        return Outcome(Answer.REFUSED, reason=reason)
     closed = response.headers.get("Stream-Closed", "").lower() == "true"
     if status == 409 and not closed and response.headers.get("Producer-Expected-Seq"):
         return Outcome(Answer.SEQUENCE_GAP, reason=reason)

@@ -44,11 +44,6 @@ async def list_streams(request: Request, store: StreamStore) -> Response:
     return Response(body, status_code=200, media_type="application/json", headers=headers)
 
 
-def list_prefix(request: Request) -> str:
-    """The prefix a listing request names (what access control checks), or a 400."""
-    return _parse(request)[0]
-
-
 def _parse(request: Request) -> tuple[str, str | None]:
     query = request.query_params
     unknown = sorted(set(query) - {"prefix", "cursor", *SIGNED_URL_PARAMETERS})

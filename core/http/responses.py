@@ -63,6 +63,12 @@ def error(status: int, code: str, message: str, headers: dict[str, str] | None =
     )
 
 
+def bodyless(response: Response) -> Response:
+    """HEAD answers carry the status and headers of the GET, never a body."""
+    headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+    return Response(status_code=response.status_code, headers=headers)
+
+
 def refused(refusal: Refused) -> Response:
     """An access-control refusal: 401 or 403, with the challenge where one applies."""
     headers = {"WWW-Authenticate": refusal.challenge} if refusal.challenge else None

@@ -118,7 +118,13 @@ def test_origin_requests_carry_the_secret_the_function_requires() -> None:
     [header] = origin["OriginCustomHeaders"]
     assert header["HeaderName"] == ORIGIN_SECRET_HEADER
     function = resources()["ApiFunction"]["Properties"]["Environment"]["Variables"]
-    # Both name the same generated secret.
-    assert header["HeaderValue"] == function["DS_ORIGIN_SECRET"]
-    assert "OriginSecret" in str(header["HeaderValue"])
+    # CloudFront sends the secret's "current" value; the function reads the same secret (and
+    # accepts its "previous" value too, during a rotation).
+    assert header["HeaderValue"] == {
+        "!Sub": "{{resolve:secretsmanager:${OriginSecret}:SecretString:current}}"
+    }
+    assert function["DS_ORIGIN_SECRET_ID"] == {"!Ref": "OriginSecret"}
+    assert "DS_ORIGIN_SECRET" not in function  # never in plain sight in the configuration
     assert function["DS_ORIGIN_LOCK"] == {"!Ref": "OriginLock"}
+    generated = resources()["OriginSecret"]["Properties"]["GenerateSecretString"]
+    assert generated["GenerateStringKey"] == "current"

@@ -134,10 +134,7 @@ def test_policies_grant_no_wildcard_actions_on_data() -> None:
             assert statement["Resource"] != "*", f"{name} grants on every resource"
 
 
-def test_only_the_api_reads_the_token_keys_and_nothing_reads_the_origin_secret() -> None:
-    """The origin secret reaches CloudFront and the function through CloudFormation's dynamic
-    references, at deploy time: no function may read it (or the token keys) at run time except
-    the API function, which reads the keys."""
+def test_only_the_api_reads_the_token_keys_and_the_origin_secret() -> None:
     template = load_template()
     secret_grants = {
         (name, action, str(statement["Resource"]))
@@ -146,9 +143,8 @@ def test_only_the_api_reads_the_token_keys_and_nothing_reads_the_origin_secret()
         for action in statement["Action"]
         if action.startswith("secretsmanager:")
     }
-    assert secret_grants == {
-        ("ApiFunction", "secretsmanager:GetSecretValue", str({"!Ref": "AuthKeys"}))
-    }
+    resources = str([{"!Ref": "AuthKeys"}, {"!Ref": "OriginSecret"}])
+    assert secret_grants == {("ApiFunction", "secretsmanager:GetSecretValue", resources)}
     api = template["Resources"]["ApiFunction"]["Properties"]["Environment"]["Variables"]
     assert api["DS_AUTH_SECRET_ID"] == {"!Ref": "AuthKeys"}
     assert api["DS_AUTH"] == {"!If": ["AccessControlOn", "true", "false"]}

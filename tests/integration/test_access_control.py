@@ -70,6 +70,7 @@ ENDPOINTS = [
     Endpoint("POST close", "POST", "append", 204, headers={"Stream-Closed": "true"}),
     Endpoint("DELETE", "DELETE", "delete", 204),
     Endpoint("PUT fork", "PUT", "read", 201, creates=True),  # fork: needs read on the source
+    # A listing needs read on every stream, whatever its prefix: its cursors name table keys.
     Endpoint("GET listing", "GET", "read", 200, {"prefix": "private/"}, listing=True),
 ]
 
@@ -81,20 +82,27 @@ class Credential:
     present: Callable[[Endpoint, str], tuple[dict[str, str], dict[str, str]]]
 
 
-def _token(value: str) -> Callable[[Endpoint, str], tuple[dict[str, str], dict[str, str]]]:
-    return lambda endpoint, path: (bearer(value), {})
+def _token(
+    mint: Callable[[str], str],
+) -> Callable[[Endpoint, str], tuple[dict[str, str], dict[str, str]]]:
+    """A token minted for the scope the endpoint needs (a listing needs every stream)."""
+    return lambda endpoint, path: (bearer(mint(_scope(endpoint))), {})
+
+
+def _scope(endpoint: Endpoint, actions: str = ALL_ACTIONS) -> str:
+    return f"{actions}:{'*' if endpoint.listing else 'private/'}"
 
 
 def _without(endpoint: Endpoint, path: str) -> tuple[dict[str, str], dict[str, str]]:
     others = ",".join(a for a in ALL_ACTIONS.split(",") if a != endpoint.need)
-    return bearer(token(f"{others}:private/")), {}
+    return bearer(token(_scope(endpoint, others))), {}
 
 
 def _signed(target: str | None, *, later: int = 0, prefix: bool = False) -> Any:
     def present(endpoint: Endpoint, path: str) -> tuple[dict[str, str], dict[str, str]]:
         expires = round_expiry(time.time(), 600, 300)
         if endpoint.listing:
-            params = sign(KEYS, target or "private/", expires, prefix=True)
+            params = sign(KEYS, target or "", expires, prefix=True)
         else:
             params = sign(KEYS, target or path, expires, prefix=prefix)
         if later:
@@ -104,21 +112,20 @@ def _signed(target: str | None, *, later: int = 0, prefix: bool = False) -> Any:
     return present
 
 
-SCOPE = f"{ALL_ACTIONS}:private/"
 CREDENTIALS = [
     Credential("none", lambda e, p: ({}, {})),
-    Credential("expired", _token(expired(SCOPE))),
-    Credential("other prefix", _token(token(f"{ALL_ACTIONS}:other/"))),
+    Credential("expired", _token(expired)),
+    Credential("other prefix", lambda e, p: (bearer(token(f"{ALL_ACTIONS}:other/")), {})),
     Credential("no action", _without),
-    Credential("tampered", _token(tampered("read:public/", SCOPE))),
-    Credential("alg none", _token(alg_none(SCOPE))),
-    Credential("HS512", _token(wrong_algorithm(SCOPE))),
-    Credential("unknown kid", _token(unknown_kid(SCOPE))),
-    Credential("wrong aud", _token(token(SCOPE, audience="another-service"))),
+    Credential("tampered", _token(lambda scope: tampered("read:public/", scope))),
+    Credential("alg none", _token(alg_none)),
+    Credential("HS512", _token(wrong_algorithm)),
+    Credential("unknown kid", _token(unknown_kid)),
+    Credential("wrong aud", _token(lambda scope: token(scope, audience="another-service"))),
     Credential("URL other path", _signed("private/elsewhere")),
     Credential("URL expiry+300", _signed(None, later=300)),
     Credential("URL valid", _signed(None)),
-    Credential("token valid", _token(token(SCOPE))),
+    Credential("token valid", _token(token)),
 ]
 
 

@@ -3,6 +3,7 @@ and the keys read from Secrets Manager or SSM (through Powertools, cached)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -136,33 +137,80 @@ def powertools_on_emulator(
 NEW_KEYS = '{"keys": [{"kid": "2027-01", "secret": "' + "n" * 40 + '"}]}'
 
 
+def _store(clients: dict[str, Any], store: str, name: str, value: str, *, first: bool) -> dict:
+    """Put `value` in Secrets Manager or SSM; the settings that name it."""
+    if store == "secretsmanager":
+        if first:
+            arn = clients[store].create_secret(Name=name, SecretString=value)["ARN"]
+            return {"auth_secret_id": arn}
+        clients[store].put_secret_value(SecretId=name, SecretString=value)
+        return {}
+    clients[store].put_parameter(Name=name, Value=value, Type="SecureString", Overwrite=True)
+    return {"auth_secret_parameter": name}
+
+
 @pytest.mark.parametrize("store", ["secretsmanager", "ssm"])
-def test_keys_come_from_the_store_once_and_a_rotation_is_picked_up_after_max_age(
+def test_keys_are_read_once_per_max_age_and_a_rotation_is_picked_up(
     backend: Backend, powertools_on_emulator: dict[str, Any], store: str
 ) -> None:
     name = f"dsaws-keys-{backend.settings.table}"
-    if store == "secretsmanager":
-        created = powertools_on_emulator[store].create_secret(Name=name, SecretString=KEY_SET_TEXT)
-        where = {"auth_secret_id": created["ARN"]}
-    else:
-        powertools_on_emulator[store].put_parameter(
-            Name=name, Value=KEY_SET_TEXT, Type="SecureString"
-        )
-        where = {"auth_secret_parameter": name}
-    with secured_app(backend, auth_secret=None, **where) as client:
+    where = _store(powertools_on_emulator, store, name, KEY_SET_TEXT, first=True)
+    fresh = mint_token(
+        parse_key_set(NEW_KEYS), parse_grants("read:*"), lifetime=60, audience="durable-streams"
+    )
+    with secured_app(backend, auth_secret=None, auth_keys_max_age=1, **where) as client:
         path = ROOT + "private/k"
         assert client.put(path, headers={**TEXT, **ADMIN}).status_code == 201
-        if store == "secretsmanager":
-            powertools_on_emulator[store].put_secret_value(SecretId=name, SecretString=NEW_KEYS)
-        else:
-            powertools_on_emulator[store].put_parameter(
-                Name=name, Value=NEW_KEYS, Type="SecureString", Overwrite=True
-            )
-        # Cached: the old key still verifies, and nothing was read again.
+        _store(powertools_on_emulator, store, name, NEW_KEYS, first=False)
+        # Within max_age the keys are not read again: the old key still verifies.
         assert client.head(path, headers=ADMIN).status_code == 200
-        parameters.clear_caches()  # as max_age passing does
+        assert client.head(path, headers=bearer(fresh)).status_code == 401
+        time.sleep(1.2)
         assert client.head(path, headers=ADMIN).status_code == 401
-        fresh = mint_token(
-            parse_key_set(NEW_KEYS), parse_grants("read:*"), lifetime=60, audience="durable-streams"
-        )
         assert client.head(path, headers=bearer(fresh)).status_code == 200
+        # A rotation that stores something unusable keeps the last good keys (and logs it).
+        _store(powertools_on_emulator, store, name, "too short", first=False)
+        time.sleep(1.2)
+        assert client.head(path, headers=bearer(fresh)).status_code == 200
+
+
+def test_the_origin_secret_comes_from_secrets_manager_with_its_previous_value(
+    backend: Backend, powertools_on_emulator: dict[str, Any]
+) -> None:
+    manager = powertools_on_emulator["secretsmanager"]
+    old, new = "origin-old-0123456789", "origin-new-0123456789"
+    secret = manager.create_secret(
+        Name=f"origin-{backend.settings.table}",
+        SecretString=json.dumps({"current": new, "previous": old}),
+    )
+    locked = {"origin_lock": "all", "origin_secret_id": secret["ARN"]}
+    with secured_app(backend, **locked) as client:
+        for value, status in [(new, 401), (old, 401), ("origin-other-0123456789", 403)]:
+            answer = client.get(ROOT + "private/x", headers={ORIGIN_SECRET_HEADER: value})
+            assert answer.status_code == status  # 401: past the lock, then no token
+        assert client.get(ROOT + "private/x").status_code == 403
+
+
+def test_cache_key_parameters_must_be_spelled_literally_on_every_request(
+    client: TestClient,
+) -> None:
+    """`%73ignature` is `signature` to the server but no key parameter to a CDN: such a signed
+    read would be stored under the key of an anonymous read of the same stream."""
+    _closed_stream(client, "private/secret")
+    signed = sign(KEYS, "private/secret", int(time.time()) + 60)
+    spelled = "&".join(f"%{ord(name[0]):02X}{name[1:]}={value}" for name, value in signed.items())
+    for method in ("GET", "HEAD", "POST", "DELETE"):
+        answer = client.request(method, f"{ROOT}private/secret?offset=-1&{spelled}")
+        assert answer.status_code == 400, method
+    assert client.get(f"{ROOT}private/secret?offset=-1").status_code == 401
+    repeated = {**signed, "offset": "-1"}
+    query = "&".join(f"{k}={v}" for k, v in repeated.items()) + f"&signature={signed['signature']}"
+    answer = client.get(f"{ROOT}private/secret?{query}")
+    assert answer.status_code == 403 and "repeated" in answer.json()["message"]
+
+
+def test_refusals_of_head_requests_have_no_body(client: TestClient) -> None:
+    answer = client.head(ROOT + "private/none")
+    assert answer.status_code == 401 and answer.content == b""
+    assert "content-length" not in answer.headers or answer.headers["content-length"] == "0"
+    assert answer.headers["www-authenticate"].startswith("Bearer")

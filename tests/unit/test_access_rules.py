@@ -7,6 +7,7 @@ import json
 import pytest
 
 from core.auth import (
+    LISTING_NEEDS,
     OPEN,
     Action,
     Allowed,
@@ -14,11 +15,10 @@ from core.auth import (
     BadToken,
     Bearer,
     KeyConfigError,
+    Presented,
     Refused,
     SignedRead,
     Via,
-    decide,
-    listing_needs,
     needs_for,
     parse_grant,
     parse_grants,
@@ -27,7 +27,8 @@ from core.auth import (
     round_expiry,
     sign,
 )
-from core.auth.grants import covers, within
+from core.auth import decide as decide_with
+from core.auth.grants import within
 from core.auth.signed_urls import verify
 
 SECRET = "k" * 32
@@ -55,24 +56,6 @@ def test_prefixes_match_whole_segments(path: str, prefix: str, inside: bool) -> 
     assert within(path, prefix) is inside
 
 
-@pytest.mark.parametrize(
-    ("grant", "listed", "covered"),
-    [
-        ("chat/", "chat/", True),
-        ("chat/", "chat/ro", True),
-        ("chat/", "cha", False),
-        ("chat", "chat", False),  # "chat" as a string prefix also lists "chatroom"
-        ("chat", "chat/", True),
-        ("", "", True),
-        ("chat/", "", False),
-    ],
-)
-def test_a_listing_is_covered_only_when_everything_it_may_return_is(
-    grant: str, listed: str, covered: bool
-) -> None:
-    assert covers(grant, listed) is covered
-
-
 def test_grants_parse_from_a_scope_string_or_a_list_and_ignore_foreign_scopes() -> None:
     grants = parse_grants("openid read,append:chat/ profile delete:/tmp/x fork:*")
     assert [(sorted(a.value for a in g.actions), g.prefix) for g in grants] == [
@@ -83,6 +66,8 @@ def test_grants_parse_from_a_scope_string_or_a_list_and_ignore_foreign_scopes() 
     assert parse_grants(["read:a", 7, "write:b"]) == parse_grants("read:a")
     assert parse_grants(None) == () and parse_grants({"read": "a"}) == ()
     assert parse_grant("read,bogus:a") is None  # one unknown action voids the entry
+    # Only `*` means every stream: an empty prefix is no grant (a template's empty variable).
+    assert parse_grant("read:") is None and parse_grant("read:/") is None
     assert render_grants(parse_grants("append,read:chat/ read:*")) == "append,read:chat/ read:*"
 
 
@@ -107,6 +92,10 @@ def test_what_each_operation_needs() -> None:
 PUBLIC = ("public/",)
 
 
+def decide(needs: tuple, prefixes: tuple, presented: Presented) -> object:
+    return decide_with(needs, prefixes, lambda: presented)
+
+
 def bearer(scope: str) -> Bearer:
     return Bearer(parse_grants(scope))
 
@@ -117,8 +106,25 @@ def test_nothing_needed_is_open_and_public_reads_need_no_credential() -> None:
     # Even a bad token does not spoil a public read: the prefix decides first.
     assert decide(needs_for("GET", "public/a"), PUBLIC, BadToken("expired")) == Allowed(Via.PUBLIC)
     assert isinstance(decide(needs_for("POST", "public/a"), PUBLIC, None), Refused)
-    # A fork of a public stream still needs fork on the new one.
-    assert decide(needs_for("PUT", "mine", "public/a"), PUBLIC, None).status == 401  # type: ignore[union-attr]
+    # A fork of a public stream still needs fork on the new one, and no read grant on it.
+    assert decide(needs_for("PUT", "mine", "public/a"), PUBLIC, None).status == 401  # type: ignore[attr-defined]
+    assert decide(needs_for("PUT", "mine", "public/a"), PUBLIC, bearer("fork:mine")) == Allowed(
+        Via.TOKEN
+    )
+
+
+def test_credentials_are_looked_at_only_when_a_need_is_not_public() -> None:
+    looked: list[int] = []
+
+    def present() -> Presented:
+        looked.append(1)
+        return None
+
+    decide_with(needs_for("GET", "public/a"), PUBLIC, present)
+    decide_with(needs_for("OPTIONS", "a"), PUBLIC, present)
+    assert looked == []
+    decide_with(needs_for("GET", "private/a"), PUBLIC, present)
+    assert looked == [1]
 
 
 def test_missing_and_bad_tokens_are_401_with_a_challenge() -> None:
@@ -137,7 +143,13 @@ def test_a_token_must_grant_every_need() -> None:
     short = decide(fork, (), bearer("fork:mine/"))
     assert isinstance(short, Refused) and short.status == 403
     assert "read on 'theirs/s'" in short.message
-    assert short.challenge is not None and 'error="insufficient_scope"' in short.challenge
+    assert short.challenge == (
+        'Bearer realm="durable-streams", error="insufficient_scope", '
+        'error_description="the token does not allow this request"'
+    )
+    # The path (any Unicode) is in the body, never in the Latin-1 header.
+    unicode = decide(needs_for("GET", "日本"), (), bearer("read:x"))
+    assert "日本" in unicode.message and unicode.challenge.isascii()  # type: ignore[union-attr]
     assert decide(needs_for("POST", "mine/a"), (), bearer("read,create:mine/")).status == 403  # type: ignore[union-attr]
 
 
@@ -146,11 +158,15 @@ def test_token_reads_are_private_and_others_are_not() -> None:
     assert not Allowed(Via.PUBLIC).private and not Allowed(Via.SIGNED_URL, 5).private
 
 
-def test_listings_need_read_over_the_whole_prefix() -> None:
-    assert decide(listing_needs("chat/"), (), bearer("read:chat/")) == Allowed(Via.TOKEN)
-    assert isinstance(decide(listing_needs("cha"), (), bearer("read:chat/")), Refused)
-    assert decide(listing_needs("public/x"), PUBLIC, None) == Allowed(Via.PUBLIC)
-    assert isinstance(decide(listing_needs(""), PUBLIC, None), Refused)
+def test_listings_need_read_on_every_stream() -> None:
+    assert decide(LISTING_NEEDS, (), bearer("read:*")) == Allowed(Via.TOKEN)
+    refused = decide(LISTING_NEEDS, (), bearer("read:chat/"))
+    assert isinstance(refused, Refused) and "every stream" in refused.message
+    assert decide(LISTING_NEEDS, ("",), None) == Allowed(Via.PUBLIC)
+    assert isinstance(decide(LISTING_NEEDS, PUBLIC, None), Refused)
+    assert decide(LISTING_NEEDS, (), SignedRead("", True, 10)) == Allowed(Via.SIGNED_URL, 10)
+    assert isinstance(decide(LISTING_NEEDS, (), SignedRead("", False, 10)), Refused)
+    assert isinstance(decide(LISTING_NEEDS, (), SignedRead("chat/", True, 10)), Refused)
 
 
 def test_signed_reads_cover_their_target_only_and_never_writes() -> None:
@@ -159,8 +175,6 @@ def test_signed_reads_cover_their_target_only_and_never_writes() -> None:
     assert decide(needs_for("GET", "chat/a"), (), stream) == Allowed(Via.SIGNED_URL, 10)
     assert decide(needs_for("GET", "chat/a/b"), (), stream).status == 403  # type: ignore[union-attr]
     assert decide(needs_for("GET", "chat/a/b"), (), prefix) == Allowed(Via.SIGNED_URL, 10)
-    assert decide(listing_needs("chat/"), (), prefix) == Allowed(Via.SIGNED_URL, 10)
-    assert isinstance(decide(listing_needs("chat/a"), (), stream), Refused)
     write = decide(needs_for("POST", "chat/a"), (), stream)
     assert isinstance(write, Refused) and write.message == "a signed URL grants reads only"
     assert write.challenge is None
@@ -186,9 +200,16 @@ def test_a_signature_verifies_for_its_path_until_it_expires() -> None:
     assert verify(KEYS, params, "chat/a", NOW + 60) == BadSignature("expired")
     later = {**params, "expires": str(int(NOW) + 3600)}
     assert verify(KEYS, later, "chat/a", NOW) == BadSignature("signature does not match")
-    assert verify(KEYS, {**params, "expires": "soon"}, "chat/a", NOW) == BadSignature(
-        "expires must be a Unix time in seconds"
-    )
+    for bad in ("soon", "²", "0" + str(int(NOW) + 60), "-5", ""):
+        assert verify(KEYS, {**params, "expires": bad}, "chat/a", NOW) == BadSignature(
+            "expires must be a Unix time in seconds"
+        )
+    for odd in ("é", "x" * 5000, ""):
+        assert verify(KEYS, {**params, "signature": odd}, "chat/a", NOW) == BadSignature(
+            "signature does not match"
+        )
+    control = {**sign(KEYS, "a", int(NOW) + 60, prefix=True), "scope": "a\x00"}
+    assert verify(KEYS, control, "a/b", NOW) == BadSignature("scope is not a path prefix")
 
 
 def test_a_stream_signature_is_never_a_prefix_signature() -> None:

@@ -27,14 +27,17 @@ from auth_support import (
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from core.auth import BadToken, Bearer, KeySource, TokenVerifier, parse_grants
+from core.auth import BadToken, Bearer, StoredValue, TokenVerifier, parse_grants, parse_key_set
 
 SCOPE = "read,append:chat/"
+KEYS = StoredValue(parse_key_set, inline=KEY_SET_TEXT)
 
 
 @pytest.fixture
 def verifier() -> TokenVerifier:
-    return TokenVerifier(audience=AUDIENCE, issuer=None, hmac_keys=KeySource(inline=KEY_SET_TEXT))
+    return TokenVerifier(
+        audience=AUDIENCE, issuer=None, hmac_keys=StoredValue(parse_key_set, inline=KEY_SET_TEXT)
+    )
 
 
 def test_a_valid_token_yields_its_grants_and_subject(verifier: TokenVerifier) -> None:
@@ -58,8 +61,8 @@ def test_a_token_of_the_previous_key_still_verifies_during_a_rotation(
         (lambda: token(SCOPE, now=time.time() + 3600), "not valid yet"),
         (lambda: token(SCOPE, audience="other"), "wrong audience"),
         (lambda: tampered("read:x/", "read:*"), "signature does not match"),
-        (lambda: alg_none(SCOPE), "algorithm 'none' is not accepted"),
-        (lambda: wrong_algorithm(SCOPE), "algorithm 'HS512' is not accepted"),
+        (lambda: alg_none(SCOPE), "algorithm not accepted"),
+        (lambda: wrong_algorithm(SCOPE), "algorithm not accepted"),
         (lambda: unknown_kid(SCOPE), "unknown key id"),
         (lambda: "not.a.token", "malformed"),
         (lambda: "garbage", "malformed"),
@@ -73,7 +76,9 @@ def test_bad_tokens_are_refused_with_the_reason(
 
 def test_a_token_without_expiry_or_of_another_issuer_is_refused() -> None:
     strict = TokenVerifier(
-        audience=AUDIENCE, issuer="https://issuer", hmac_keys=KeySource(inline=KEY_SET_TEXT)
+        audience=AUDIENCE,
+        issuer="https://issuer",
+        hmac_keys=StoredValue(parse_key_set, inline=KEY_SET_TEXT),
     )
     assert strict.verify(token(SCOPE)) == BadToken("no iss claim")
     assert strict.verify(token(SCOPE, issuer="https://other")) == BadToken("wrong issuer")
@@ -164,4 +169,4 @@ def test_hs256_signed_with_the_public_key_is_refused(jwks_url: str) -> None:
 
     mac = hmac.new(public_pem, signing_input.encode(), hashlib.sha256).digest()
     forged = f"{signing_input}.{jwt.utils.base64url_encode(mac).decode()}"
-    assert verifier.verify(forged) == BadToken("algorithm 'HS256' is not accepted")
+    assert verifier.verify(forged) == BadToken("algorithm not accepted")
