@@ -78,7 +78,8 @@ class BadToken:
 
 @dataclass(frozen=True)
 class SignedRead:
-    """A verified signed read URL: reads of `prefix` (or of exactly `path`) until `expires`."""
+    """A verified signed read URL: reads of every stream under `target` (`is_prefix`) or of
+    exactly that stream, until `expires` (Unix seconds)."""
 
     target: str
     is_prefix: bool

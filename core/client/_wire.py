@@ -193,7 +193,8 @@ def _message(response: httpx.Response) -> str:
         body = response.json()
         detail = body.get("message") or body.get("error") or response.text
     except (ValueError, AttributeError):
-        detail = response.text
+        # A HEAD answer has no body: a refusal's challenge still says why.
+        detail = response.text or response.headers.get("WWW-Authenticate", "")
     return f"{response.status_code} {response.reason_phrase}: {str(detail)[:500]}".strip()
 
 

@@ -55,5 +55,5 @@ def test_reads_and_writes_carry_the_token(spark: Any, secured_url: str) -> None:
     assert sorted(copied, key=lambda m: m["n"]) == [{"n": 1}, {"n": 2}]
 
     anonymous = spark.read.format("durable_streams").option("url", secured_url)
-    with pytest.raises(Exception, match="bearer token is required"):
+    with pytest.raises(Exception, match='401 Unauthorized: Bearer realm="durable-streams"'):
         anonymous.option("stream", "orders/1").load().collect()
