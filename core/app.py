@@ -76,22 +76,14 @@ def create_app(
     @app.exception_handler(StoreUnavailable)
     async def _unavailable(_: Request, exc: StoreUnavailable) -> Response:
         logger.warning("storage unavailable: %s", exc)
-        return responses.error(
-            503,
-            "unavailable",
-            "storage is busy; retry shortly",
-            {"Retry-After": str(max(settings.retry_after_seconds, exc.retry_after))},
-        )
+        retry_after = max(settings.retry_after_seconds, exc.retry_after)
+        return responses.unavailable("storage is busy; retry shortly", retry_after)
 
     @app.exception_handler(KeysUnavailable)
     async def _keys_unavailable(_: Request, exc: KeysUnavailable) -> Response:
         logger.warning("access control keys unavailable: %s", exc)
-        return responses.error(
-            503,
-            "unavailable",
-            "credentials cannot be checked right now; retry shortly",
-            {"Retry-After": str(settings.retry_after_seconds)},
-        )
+        message = "credentials cannot be checked right now; retry shortly"
+        return responses.unavailable(message, settings.retry_after_seconds)
 
     if settings.listing:
 

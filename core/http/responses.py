@@ -63,6 +63,10 @@ def error(status: int, code: str, message: str, headers: dict[str, str] | None =
     )
 
 
+def unavailable(message: str, retry_after: int) -> Response:
+    return error(503, "unavailable", message, {"Retry-After": str(retry_after)})
+
+
 def bodyless(response: Response) -> Response:
     """HEAD answers carry the status and headers of the GET, never a body."""
     headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
