@@ -80,7 +80,7 @@ def _serve(args: argparse.Namespace) -> int:
                     args.cdn_port,
                     args.port,
                     origin_host=origin_host,
-                    origin_secret=next(iter(settings.origin_secrets), None),
+                    origin_secret=_origin_secret(settings),
                 ).start()
             except RuntimeError as exc:  # the port is taken, or nginx refused to start
                 print(f"dsaws: the local CDN could not start: {exc}", file=sys.stderr)
@@ -104,6 +104,15 @@ def _serve(args: argparse.Namespace) -> int:
         if emulator is not None:
             emulator.stop()
     return 0
+
+
+def _origin_secret(settings: Settings) -> str | None:
+    """The value the local CDN adds to origin requests, as CloudFront adds its `current`."""
+    if settings.origin_secret_id is None:
+        return next(iter(settings.origin_secrets), None)
+    from .auth.origin import origin_secret_source
+
+    return origin_secret_source(None, settings.origin_secret_id, 300).current()[0]
 
 
 def _install_nginx(_: argparse.Namespace) -> int:

@@ -115,7 +115,9 @@ class Settings(BaseSettings):
     auth_audience: str = Field("durable-streams", min_length=1, description="required `aud`")
     auth_issuer: str | None = Field(None, description="required `iss` (needed with a JWKS)")
     auth_claim: str = Field("scope", min_length=1, description="the claim that holds grants")
-    auth_keys_max_age: int = Field(300, ge=1, description="seconds the HMAC keys are cached")
+    auth_keys_max_age: int = Field(
+        300, ge=1, description="seconds the HMAC keys and the origin secret are cached"
+    )
     public_read_prefixes: str = Field(
         "", description="comma-separated path prefixes anyone may read (`*`: every stream)"
     )

@@ -95,8 +95,8 @@ def _sign_url(args: argparse.Namespace) -> int:
     except (KeyConfigError, KeysUnavailable) as exc:
         return _fail("sign-url", str(exc))
     target = args.stream.lstrip("/")
-    if not target and not args.prefix:
-        return _fail("sign-url", "name a stream (or a prefix, with --prefix)")
+    if not target:
+        return _fail("sign-url", "name a stream (or, with --prefix, a prefix; * for every stream)")
     expires = round_expiry(time.time(), args.lifetime, args.step)
     query = urlencode(sign(keys, target, expires, prefix=args.prefix))
     if args.url is None or args.prefix:

@@ -58,7 +58,7 @@ def parse_key_set(text: str) -> KeySet:
     if text.startswith("{"):
         try:
             entries = json.loads(text)["keys"]
-            keys = tuple((str(e.get("kid", "")), str(e["secret"]).encode()) for e in entries)
+            keys = tuple((str(e.get("kid") or ""), str(e["secret"]).encode()) for e in entries)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise KeyConfigError(
                 'a key set in JSON is {"keys": [{"kid": ..., "secret": ...}, ...]}'
@@ -78,11 +78,12 @@ class StoredValue(Generic[T]):
     """A value kept in the settings themselves, in Secrets Manager (`secret_id`) or in SSM
     Parameter Store (`parameter`, a SecureString), parsed by `parse`.
 
-    A stored value is read through Powertools' parameters utility and kept for `max_age`
-    seconds. When a refresh fails (the service is unreachable, or a rotation stored something
-    that does not parse) the last good value is kept, the failure logged, and the refresh tried
-    again after `RETRY_SECONDS`: a bad rotation or an outage never turns every request into an
-    error. Only a process that never read a good value answers `KeysUnavailable`."""
+    A stored value is read through Powertools' parameters utility (with short timeouts) and
+    kept for `max_age` seconds. When a refresh fails (the service is unreachable, or a rotation
+    stored something that does not parse) the last good value is kept, the failure logged, and
+    the refresh tried again after `RETRY_SECONDS`: a bad rotation or an outage never turns
+    every request into an error. Only a process that never read a good value answers
+    `KeysUnavailable`."""
 
     RETRY_SECONDS = 10.0
 
@@ -105,6 +106,7 @@ class StoredValue(Generic[T]):
         self._good: tuple[str, T] | None = None
         self._next_refresh = 0.0
         self._lock = threading.Lock()
+        self._client: Any = None
 
     @property
     def stored(self) -> bool:
@@ -114,17 +116,25 @@ class StoredValue(Generic[T]):
     def current(self) -> T:
         if self._inline is not None:
             return self._inline
-        with self._lock:
-            if self._good is None or time.monotonic() >= self._next_refresh:
-                self._refresh()
-            assert self._good is not None
-            return self._good[1]
+        good = self._good
+        if good is not None and time.monotonic() < self._next_refresh:
+            return good[1]
+        # One thread refreshes; while it does, the others go on with the last good value (and
+        # only wait when there is none yet).
+        if self._lock.acquire(blocking=good is None):
+            try:
+                if self._good is None or time.monotonic() >= self._next_refresh:
+                    self._refresh()
+            finally:
+                self._lock.release()
+        assert self._good is not None
+        return self._good[1]
 
     def _refresh(self) -> None:
         try:
             text = self._fetch()
             value = self._good[1] if self._good and self._good[0] == text else self._parse(text)
-        except (KeysUnavailable, KeyConfigError) as exc:
+        except Exception as exc:  # whatever went wrong, a good value in hand is kept
             if self._good is None:
                 raise KeysUnavailable(f"{self._where()}: {exc}") from exc
             logger.warning("keeping the last good value of %s: %s", self._where(), exc)
@@ -137,21 +147,33 @@ class StoredValue(Generic[T]):
         return f"secret {self._secret_id}" if self._secret_id else f"parameter {self._parameter}"
 
     def _fetch(self) -> str:
-        # Powertools is imported only where a stored value is used: the local server with
-        # inline keys does without it.
         from aws_lambda_powertools.utilities import parameters
 
         value: Any
         try:
             if self._secret_id is not None:
-                value = parameters.get_secret(self._secret_id, max_age=self._max_age)
+                value = self._provider().get(self._secret_id, force_fetch=True)
             else:
-                value = parameters.get_parameter(
-                    self._parameter, decrypt=True, max_age=self._max_age
-                )
+                value = self._provider().get(self._parameter, decrypt=True, force_fetch=True)
         except parameters.exceptions.GetParameterError as exc:
             raise KeysUnavailable(f"could not be read: {exc}") from exc
         return value.decode() if isinstance(value, bytes) else str(value)
+
+    def _provider(self) -> Any:
+        """Powertools' provider (this class keeps the value and times its refreshes). It is
+        imported only where a stored value is used: inline keys do without it."""
+        if self._client is None:
+            from aws_lambda_powertools.utilities import parameters
+            from botocore.config import Config
+
+            # A hanging call must not outlast the function's timeout (the default waits 60 s,
+            # with retries): this one gives up within seconds, and the last good value is kept.
+            config = Config(connect_timeout=2, read_timeout=2, retries={"max_attempts": 2})
+            if self._secret_id is not None:
+                self._client = parameters.SecretsProvider(boto_config=config)
+            else:
+                self._client = parameters.SSMProvider(boto_config=config)
+        return self._client
 
 
 KeySource = StoredValue[KeySet]

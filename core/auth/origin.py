@@ -85,6 +85,8 @@ class OriginLock:
                 refusal = responses.error(
                     403, "forbidden", "this endpoint answers only requests through the CDN"
                 )
+                if scope["method"] == "HEAD":
+                    refusal = responses.bodyless(refusal)
                 await refusal(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -1,7 +1,7 @@
 """Signed read URLs: an HMAC over what the URL may read and until when, carried in its query.
 
     ?expires=1767225600&signature=...            reads of exactly this stream
-    ?expires=...&scope=chat/&signature=...        reads of every stream under chat/
+    ?expires=...&scope=chat/&signature=...        reads of every stream under chat/ (* for all)
     &kid=2026-11                                  which key signed it (during a rotation)
 
 The signed text names its kind ("stream" or "prefix"), so a signature for the stream `chat/a`
@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from ..protocol.errors import ProtocolError
 from ..protocol.paths import parse_path_prefix
 from .decision import BadSignature, SignedRead
+from .grants import EVERY_STREAM
 from .keys import KeySet
 
 EXPIRES = "expires"
@@ -49,7 +50,10 @@ def sign(keys: KeySet, target: str, expires: int, *, prefix: bool = False) -> di
     target = target.lstrip("/")
     params = {EXPIRES: str(expires)}
     if prefix:
+        if not target:
+            raise ValueError(f"name a prefix, or {EVERY_STREAM} for every stream")
         params[SCOPE] = target
+        target = "" if target == EVERY_STREAM else target
     if key_id:
         params[KEY_ID] = key_id
     params[SIGNATURE] = _mac(secret, target, prefix, expires)
@@ -76,10 +80,14 @@ def verify(
     is_prefix = SCOPE in query
     target = query[SCOPE].lstrip("/") if is_prefix else path
     if is_prefix:
+        # Only `*` covers every stream: an empty scope is a mistake (an empty variable).
+        if not target:
+            return BadSignature("scope is empty")
         try:
             parse_path_prefix(target)
         except ProtocolError:
             return BadSignature("scope is not a path prefix")
+        target = "" if target == EVERY_STREAM else target
     expected = _mac(secret, target, is_prefix, expires)
     presented = query.get(SIGNATURE, "").encode("utf-8", "replace")
     if not hmac.compare_digest(expected.encode(), presented):

@@ -46,18 +46,18 @@ class TokenVerifier:
         self._jwks = (
             None
             if jwks_url is None
-            else jwt.PyJWKClient(jwks_url, cache_keys=True, lifespan=JWKS_CACHE_SECONDS, timeout=5)
+            # The key set is cached (lifespan); single keys are not: `cache_keys` would keep a
+            # key the provider has since removed (and its tokens valid) for the process's life.
+            else jwt.PyJWKClient(jwks_url, cache_keys=False, lifespan=JWKS_CACHE_SECONDS, timeout=5)
         )
 
     def verify(self, token: str) -> Bearer | BadToken:
         try:
-            header = jwt.get_unverified_header(token)
-        except jwt.DecodeError:
+            header = jwt.get_unverified_header(token)  # a non-string kid is refused here
+        except jwt.InvalidTokenError:
             return BadToken("malformed")
         algorithm = header.get("alg")
         kid = header.get("kid")
-        if not isinstance(kid, str | None):
-            return BadToken("malformed")
         if algorithm == HMAC_ALGORITHM and self.hmac_keys is not None:
             key: object | None = self._hmac_key(kid)
         elif algorithm in self.jwks_algorithms and self._jwks is not None:

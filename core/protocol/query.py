@@ -17,7 +17,7 @@ from .errors import bad_request
 READ_PARAMETERS: tuple[str, ...] = ("cursor", "live", "offset", "until")
 
 
-def check_parameter_names(raw_query: bytes, names: Collection[str] = READ_PARAMETERS) -> None:
+def check_parameter_names(raw_query: bytes, names: Collection[str]) -> None:
     """Refuse a query that spells one of `names` any way but literally."""
     for pair in raw_query.split(b"&"):
         raw_name = pair.split(b"=", 1)[0]

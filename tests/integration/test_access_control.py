@@ -102,7 +102,7 @@ def _signed(target: str | None, *, later: int = 0, prefix: bool = False) -> Any:
     def present(endpoint: Endpoint, path: str) -> tuple[dict[str, str], dict[str, str]]:
         expires = round_expiry(time.time(), 600, 300)
         if endpoint.listing:
-            params = sign(KEYS, target or "", expires, prefix=True)
+            params = sign(KEYS, target or "*", expires, prefix=True)
         else:
             params = sign(KEYS, target or path, expires, prefix=prefix)
         if later:

@@ -11,7 +11,6 @@ from typing import Any
 import boto3
 import pytest
 from auth_support import ALL_ACTIONS, KEY_SET_TEXT, KEYS, ORIGIN_SECRET, bearer, token
-from aws_lambda_powertools.utilities import parameters
 from starlette.testclient import TestClient
 
 from core.app import create_app
@@ -123,15 +122,11 @@ def powertools_on_emulator(
     emulator: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[dict[str, Any]]:
     monkeypatch.setenv("AWS_ENDPOINT_URL", emulator.endpoint)
-    parameters.clear_caches()
-    parameters.base.DEFAULT_PROVIDERS.clear()
     clients = {
         "secretsmanager": boto3.client("secretsmanager", endpoint_url=emulator.endpoint),
         "ssm": boto3.client("ssm", endpoint_url=emulator.endpoint),
     }
     yield clients
-    parameters.clear_caches()
-    parameters.base.DEFAULT_PROVIDERS.clear()
 
 
 NEW_KEYS = '{"keys": [{"kid": "2027-01", "secret": "' + "n" * 40 + '"}]}'

@@ -15,9 +15,11 @@ from core.auth import (
     BadToken,
     Bearer,
     KeyConfigError,
+    KeysUnavailable,
     Presented,
     Refused,
     SignedRead,
+    StoredValue,
     Via,
     needs_for,
     parse_grant,
@@ -261,3 +263,64 @@ def test_key_sets_parse_from_plain_text_or_json() -> None:
 def test_unusable_key_sets_are_refused(text: str) -> None:
     with pytest.raises(KeyConfigError):
         parse_key_set(text)
+
+
+def test_only_an_explicit_star_signs_every_stream() -> None:
+    with pytest.raises(ValueError):
+        sign(KEYS, "/", int(NOW) + 60, prefix=True)
+    everything = sign(KEYS, "*", int(NOW) + 60, prefix=True)
+    assert verify(KEYS, everything, "any/stream", NOW) == SignedRead("", True, int(NOW) + 60)
+    empty = {**everything, "scope": ""}
+    assert verify(KEYS, empty, "any/stream", NOW) == BadSignature("scope is empty")
+
+
+# ---------------------------------------------------------------- stored values
+
+
+class FlakyStore(StoredValue[str]):
+    """A stored value whose store answers from a script: text, or an exception to raise."""
+
+    def __init__(self, answers: list[object]) -> None:
+        super().__init__(str.upper, secret_id="arn:secret", max_age=60)
+        self.answers = answers
+        self.fetches = 0
+
+    def _fetch(self) -> str:
+        self.fetches += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return str(answer)
+
+
+def test_a_stored_value_is_read_once_per_max_age(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [100.0]
+    monkeypatch.setattr("core.auth.keys.time.monotonic", lambda: clock[0])
+    store = FlakyStore(["one", "two"])
+    assert store.current() == "ONE" and store.current() == "ONE"
+    assert store.fetches == 1
+    clock[0] += 61
+    assert store.current() == "TWO" and store.fetches == 2
+
+
+def test_a_failed_refresh_keeps_the_last_good_value_and_retries_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [100.0]
+    monkeypatch.setattr("core.auth.keys.time.monotonic", lambda: clock[0])
+    store = FlakyStore(
+        ["one", KeysUnavailable("timeout"), UnicodeDecodeError("utf-8", b"", 0, 1, "x"), "two"]
+    )
+    assert store.current() == "ONE"
+    clock[0] += 61
+    assert store.current() == "ONE"  # unreachable: kept
+    assert store.current() == "ONE" and store.fetches == 2  # not retried at once
+    clock[0] += StoredValue.RETRY_SECONDS
+    assert store.current() == "ONE" and store.fetches == 3  # any error: kept
+    clock[0] += StoredValue.RETRY_SECONDS
+    assert store.current() == "TWO"
+
+
+def test_without_a_good_value_a_failed_read_is_unavailable() -> None:
+    with pytest.raises(KeysUnavailable):
+        FlakyStore([RuntimeError("no route")]).current()

@@ -65,6 +65,8 @@ def test_a_token_of_the_previous_key_still_verifies_during_a_rotation(
         (lambda: wrong_algorithm(SCOPE), "algorithm not accepted"),
         (lambda: unknown_kid(SCOPE), "unknown key id"),
         (lambda: "not.a.token", "malformed"),
+        (lambda: _with_header({"alg": "HS256", "kid": 123}), "malformed"),
+        (lambda: _with_header({"alg": "HS256", "crit": ["exp"]}), "malformed"),
         (lambda: "garbage", "malformed"),
     ],
 )
@@ -72,6 +74,12 @@ def test_bad_tokens_are_refused_with_the_reason(
     verifier: TokenVerifier, forged: Any, reason: str
 ) -> None:
     assert verifier.verify(forged()) == BadToken(reason)
+
+
+def _with_header(header: dict[str, Any]) -> str:
+    _, payload, signature = token(SCOPE).split(".")
+    encoded = jwt.utils.base64url_encode(json.dumps(header).encode()).decode()
+    return f"{encoded}.{payload}.{signature}"
 
 
 def test_a_token_without_expiry_or_of_another_issuer_is_refused() -> None:
@@ -94,6 +102,7 @@ def test_a_token_without_expiry_or_of_another_issuer_is_refused() -> None:
 
 # ---------------------------------------------------------------- JWKS
 
+served: dict[str, Any] = {}
 RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 EC_KEY = ec.generate_private_key(ec.SECP256R1())
 ISSUER = "https://idp.example"
@@ -107,18 +116,14 @@ def _jwk(key: Any, kid: str, alg: str) -> dict[str, Any]:
 
 @pytest.fixture
 def jwks_url() -> Iterator[str]:
-    document = json.dumps(
-        {"keys": [_jwk(RSA_KEY, "rsa-1", "RS256"), _jwk(EC_KEY, "ec-1", "ES256")]}
-    )
-    fetches = []
+    served["keys"] = [_jwk(RSA_KEY, "rsa-1", "RS256"), _jwk(EC_KEY, "ec-1", "ES256")]
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            fetches.append(self.path)
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
-            self.wfile.write(document.encode())
+            self.wfile.write(json.dumps({"keys": served["keys"]}).encode())
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -170,3 +175,14 @@ def test_hs256_signed_with_the_public_key_is_refused(jwks_url: str) -> None:
     mac = hmac.new(public_pem, signing_input.encode(), hashlib.sha256).digest()
     forged = f"{signing_input}.{jwt.utils.base64url_encode(mac).decode()}"
     assert verifier.verify(forged) == BadToken("algorithm not accepted")
+
+
+def test_a_key_the_provider_removed_is_refused_once_the_jwks_is_refreshed(
+    jwks_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("core.auth.tokens.JWKS_CACHE_SECONDS", 0.2)
+    verifier = TokenVerifier(audience=AUDIENCE, issuer=ISSUER, jwks_url=jwks_url)
+    assert isinstance(verifier.verify(_idp_token(RSA_KEY, "RS256", "rsa-1")), Bearer)
+    served["keys"] = [k for k in served["keys"] if k["kid"] != "rsa-1"]
+    time.sleep(0.3)
+    assert verifier.verify(_idp_token(RSA_KEY, "RS256", "rsa-1")) == BadToken("unknown key id")
