@@ -49,6 +49,12 @@ def bearer(value: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {value}"}
 
 
+def admin() -> dict[str, str]:
+    """A token that may do anything, minted now: a token minted when a module is imported
+    may have expired by the time a long test run reaches its tests."""
+    return bearer(token(f"{ALL_ACTIONS}:*"))
+
+
 def expired(scope: str) -> str:
     return token(scope, lifetime=60, now=time.time() - 3600)
 

@@ -16,6 +16,7 @@ from auth_support import (
     ALL_ACTIONS,
     KEY_SET_TEXT,
     KEYS,
+    admin,
     alg_none,
     bearer,
     expired,
@@ -32,7 +33,6 @@ from core.auth import round_expiry, sign
 from core.runtime import Backend
 
 ROOT = "/v1/stream/"
-ADMIN = bearer(token(f"{ALL_ACTIONS}:*"))
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ def test_every_endpoint_against_every_credential(
     client, meter = secured
     table: list[list[str]] = []
     for row, endpoint in enumerate(ENDPOINTS):
-        seeded = client.put(f"{ROOT}private/row{row}", headers={**TEXT, **ADMIN}, content=b"keep")
+        seeded = client.put(f"{ROOT}private/row{row}", headers={**TEXT, **admin()}, content=b"keep")
         assert seeded.status_code == 201
         before = _stored(backend)
         cells = []
@@ -222,10 +222,10 @@ def test_every_endpoint_against_every_credential(
         table.append([endpoint.name, *cells])
     _print_table(["endpoint", *(c.name for c in CREDENTIALS)], table)
     # The valid token did what each endpoint does: the stream of the last rows shows it.
-    read = client.get(f"{ROOT}private/row5", params={"offset": "-1"}, headers=ADMIN)
+    read = client.get(f"{ROOT}private/row5", params={"offset": "-1"}, headers=admin())
     assert read.content == b"keepmore"
-    assert client.head(f"{ROOT}private/row8", headers=ADMIN).status_code == 404
-    fork = client.get(f"{ROOT}private/row9-new", params={"offset": "-1"}, headers=ADMIN)
+    assert client.head(f"{ROOT}private/row8", headers=admin()).status_code == 404
+    fork = client.get(f"{ROOT}private/row9-new", params={"offset": "-1"}, headers=admin())
     assert fork.content == b"keep"
 
 

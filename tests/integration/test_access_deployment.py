@@ -10,7 +10,7 @@ from typing import Any
 
 import boto3
 import pytest
-from auth_support import ALL_ACTIONS, KEY_SET_TEXT, KEYS, ORIGIN_SECRET, bearer, token
+from auth_support import KEY_SET_TEXT, KEYS, ORIGIN_SECRET, admin, bearer
 from starlette.testclient import TestClient
 
 from core.app import create_app
@@ -19,7 +19,6 @@ from core.runtime import Backend
 from infra.emulator import Emulator
 
 ROOT = "/v1/stream/"
-ADMIN = bearer(token(f"{ALL_ACTIONS}:*"))
 TEXT = {"Content-Type": "text/plain"}
 
 
@@ -36,7 +35,7 @@ def client(backend: Backend) -> Iterator[TestClient]:
 
 
 def _closed_stream(client: TestClient, path: str) -> None:
-    headers = {**TEXT, **ADMIN, "Stream-Closed": "true"}
+    headers = {**TEXT, **admin(), "Stream-Closed": "true"}
     assert client.put(ROOT + path, headers=headers, content=b"done").status_code == 201
 
 
@@ -47,7 +46,7 @@ def test_shared_caches_keep_public_and_signed_reads_but_never_token_reads(
     _closed_stream(client, "private/report")
     public = client.get(ROOT + "public/news", params={"offset": "-1"})
     assert public.headers["cache-control"].startswith("public, max-age=60")
-    mine = client.get(ROOT + "private/report", params={"offset": "-1"}, headers=ADMIN)
+    mine = client.get(ROOT + "private/report", params={"offset": "-1"}, headers=admin())
     assert mine.status_code == 200
     assert mine.headers["cache-control"].startswith("private, max-age=60")
     # A signed URL valid 40 more seconds: cached publicly, never past its expiry.
@@ -65,22 +64,22 @@ def test_a_locked_origin_answers_only_requests_through_the_cdn(backend: Backend)
     locked = {"origin_lock": "all", "origin_secret": f"{ORIGIN_SECRET},next-origin-secret-01"}
     with secured_app(backend, **locked) as client:
         cdn = {ORIGIN_SECRET_HEADER: ORIGIN_SECRET}
-        direct = client.put(ROOT + "private/a", headers={**TEXT, **ADMIN})
+        direct = client.put(ROOT + "private/a", headers={**TEXT, **admin()})
         assert direct.status_code == 403 and direct.json()["error"] == "forbidden"
         assert client.get(ROOT + "public/x").status_code == 403
         wrong = {ORIGIN_SECRET_HEADER: ORIGIN_SECRET + "x"}
         assert client.get(ROOT + "public/x", headers=wrong).status_code == 403
-        assert client.put(ROOT + "private/a", headers={**TEXT, **ADMIN, **cdn}).status_code == 201
+        assert client.put(ROOT + "private/a", headers={**TEXT, **admin(), **cdn}).status_code == 201
         # During a rotation both values are accepted.
         rotated = {ORIGIN_SECRET_HEADER: "next-origin-secret-01"}
-        assert client.head(ROOT + "private/a", headers={**ADMIN, **rotated}).status_code == 200
+        assert client.head(ROOT + "private/a", headers={**admin(), **rotated}).status_code == 200
         assert client.get("/healthz").status_code == 200
     with secured_app(backend, origin_lock="reads", origin_secret=ORIGIN_SECRET) as client:
         # Writers may call the function directly; readers must come through the CDN.
-        appended = client.post(ROOT + "private/a", headers={**TEXT, **ADMIN}, content=b"x")
+        appended = client.post(ROOT + "private/a", headers={**TEXT, **admin()}, content=b"x")
         assert appended.status_code == 204
         assert (
-            client.get(ROOT + "private/a", params={"offset": "-1"}, headers=ADMIN).status_code
+            client.get(ROOT + "private/a", params={"offset": "-1"}, headers=admin()).status_code
             == 403
         )
 
@@ -155,13 +154,13 @@ def test_keys_are_read_once_per_max_age_and_a_rotation_is_picked_up(
     )
     with secured_app(backend, auth_secret=None, auth_keys_max_age=1, **where) as client:
         path = ROOT + "private/k"
-        assert client.put(path, headers={**TEXT, **ADMIN}).status_code == 201
+        assert client.put(path, headers={**TEXT, **admin()}).status_code == 201
         _store(powertools_on_emulator, store, name, NEW_KEYS, first=False)
         # Within max_age the keys are not read again: the old key still verifies.
-        assert client.head(path, headers=ADMIN).status_code == 200
+        assert client.head(path, headers=admin()).status_code == 200
         assert client.head(path, headers=bearer(fresh)).status_code == 401
         time.sleep(1.2)
-        assert client.head(path, headers=ADMIN).status_code == 401
+        assert client.head(path, headers=admin()).status_code == 401
         assert client.head(path, headers=bearer(fresh)).status_code == 200
         # A rotation that stores something unusable keeps the last good keys (and logs it).
         _store(powertools_on_emulator, store, name, "too short", first=False)
