@@ -1,33 +1,106 @@
-"""Waiting at the tail of a stream: the loop behind long-polls and SSE."""
+"""Waiting at the tail of a stream: the loop behind long-polls and SSE.
+
+Waiters on the same stream in one process share their work (single flight):
+- tail checks: they wake on a common grid of poll intervals, and a check that started at or
+  after the moment a waiter woke serves it, so N waiters cost one consistent GetItem per
+  interval, not N; a local append wakes them all at once, and they share the check after it;
+- data reads: the waiters a change wakes at the same offset read the new data once.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import math
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
-from starlette.concurrency import run_in_threadpool
-
-from ..storage import StreamInfo, StreamStore
+from ..storage import ReadBatch, StreamInfo, StreamStore
 from .wakeups import Wakeups
+
+# Finished checks are remembered this long (seconds), for waiters that woke before they began.
+_REMEMBER_SECONDS = 30.0
+
+
+class SharedTailChecks:
+    """Single-flight `store.get`: `get(path, not_before)` joins a check of `path` that started
+    at or after `not_before` (monotonic seconds), in flight or finished, or starts one. Waiters
+    may live on different event loops, so checks run on this object's own threads."""
+
+    def __init__(self, store: StreamStore, threads: int = 8) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._checks: dict[str, tuple[float, Future[StreamInfo | None]]] = {}
+        self._executor = ThreadPoolExecutor(threads, thread_name_prefix="tail-check")
+
+    async def get(self, path: str, not_before: float) -> StreamInfo | None:
+        with self._lock:
+            check = self._checks.get(path)
+            if check is None or check[0] < not_before:
+                check = (time.monotonic(), self._executor.submit(self.store.get, path))
+                self._checks[path] = check
+                self._forget_old(check[0])
+        return await asyncio.wrap_future(check[1])
+
+    def _forget_old(self, now: float) -> None:
+        if len(self._checks) > 1024:
+            for path, (started, future) in list(self._checks.items()):
+                if future.done() and started < now - _REMEMBER_SECONDS:
+                    del self._checks[path]
+
+
+class SharedReads:
+    """Single-flight `store.read`: identical reads in flight at once (same incarnation, tail,
+    start and size: the same bytes) are made once. Data below a tail never changes, so sharing
+    the answer is exact."""
+
+    def __init__(self, store: StreamStore, threads: int = 8) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._reads: dict[tuple[str, int, int, int], Future[ReadBatch]] = {}
+        self._executor = ThreadPoolExecutor(threads, thread_name_prefix="shared-read")
+
+    async def read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
+        key = (info.incarnation, info.tail, start, max_bytes)
+        with self._lock:
+            future = self._reads.get(key)
+            if future is None:
+                future = self._executor.submit(self.store.read, info, start, max_bytes)
+                self._reads[key] = future
+                future.add_done_callback(lambda done: self._forget(key, done))
+        return await asyncio.wrap_future(future)
+
+    def _forget(self, key: tuple[str, int, int, int], done: Future[ReadBatch]) -> None:
+        with self._lock:
+            if self._reads.get(key) is done:
+                del self._reads[key]
 
 
 class TailWatcher:
     def __init__(self, store: StreamStore, wakeups: Wakeups, poll_interval: float) -> None:
-        self.store = store
         self.wakeups = wakeups
         self.poll_interval = poll_interval
+        self.checks = SharedTailChecks(store)
 
     async def wait_for_change(self, path: str, position: int, budget: float) -> StreamInfo | None:
-        """Poll the stream item until data arrives past `position`, the stream closes or goes
-        away, or `budget` seconds pass; one consistent GetItem per poll interval. Returns the
-        last snapshot read (None when the stream is gone)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + budget
+        """Check the stream item until data arrives past `position`, the stream closes or goes
+        away, or `budget` seconds pass; one consistent GetItem per poll interval, shared with
+        the other waiters on `path`. Returns the last snapshot read (None when gone)."""
+        deadline = time.monotonic() + budget
         while True:
-            remaining = deadline - loop.time()
-            if remaining > 0:
-                await self.wakeups.wait(path, min(self.poll_interval, remaining))
-            info = await run_in_threadpool(self.store.get, path)
+            now = time.monotonic()
+            if now < deadline:
+                until = min(self._next_tick(now), deadline)
+                notified_at = await self.wakeups.wait(path, until - now)
+                not_before = notified_at if notified_at is not None else until
+            else:
+                not_before = now
+            info = await self.checks.get(path, not_before)
             if info is None or info.soft_deleted or info.tail > position or info.closed:
                 return info
-            if loop.time() >= deadline:
+            if time.monotonic() >= deadline:
                 return info
+
+    def _next_tick(self, now: float) -> float:
+        """The next instant on the grid every waiter in this process wakes on."""
+        return (math.floor(now / self.poll_interval) + 1) * self.poll_interval

@@ -60,7 +60,7 @@ from ..storage import (
 from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import responses as r
 from .envelope import SSE_CONTROL_ALLOWANCE, encoded_size, fit_read
-from .live import TailWatcher
+from .live import SharedReads, TailWatcher
 from .sse import SsePlan, SseSessions
 from .wakeups import Wakeups
 
@@ -106,6 +106,7 @@ class StreamEndpoints:
         self.wakeups = wakeups
         self.telemetry: Telemetry = telemetry or NoTelemetry()
         self.watcher = TailWatcher(store, wakeups, settings.poll_interval)
+        self.reads = SharedReads(store)
         self.sse = SseSessions(
             store,
             self.watcher,
@@ -289,7 +290,7 @@ class StreamEndpoints:
             if latest.soft_deleted:
                 return r.gone()
         if latest.tail > position:
-            return await self._data_response(latest, position, read)
+            return await self._data_response(latest, position, read, shared=True)
         return self._tail_response(latest, read, status=204)
 
     async def _sse(self, path: str, info: StreamInfo, position: int, read: ReadRequest) -> Response:
@@ -313,10 +314,18 @@ class StreamEndpoints:
         return StreamingResponse(events, status_code=200, headers=headers)
 
     async def _data_response(
-        self, info: StreamInfo, position: int, read: ReadRequest, bound: int | None = None
+        self,
+        info: StreamInfo,
+        position: int,
+        read: ReadRequest,
+        bound: int | None = None,
+        shared: bool = False,
     ) -> Response:
-        """Data from `position`, up to the tail or to `bound` (the `until` extension)."""
-        if bound is None:
+        """Data from `position`, up to the tail or to `bound` (the `until` extension). The
+        long-polls a change wakes at one offset read it once (`shared`)."""
+        if shared:
+            batch = await self.reads.read(info, position, self.settings.max_read_bytes)
+        elif bound is None:
             batch = await run_in_threadpool(
                 self.store.read, info, position, self.settings.max_read_bytes
             )

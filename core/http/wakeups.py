@@ -11,22 +11,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections import defaultdict
 
 
 class Wakeups:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiters: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
+        self._waiters: dict[str, set[asyncio.Future[float]]] = defaultdict(set)
 
-    async def wait(self, key: str, timeout: float) -> None:
-        """Return after `timeout` seconds, or sooner when `notify(key)` is called."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    async def wait(self, key: str, timeout: float) -> float | None:
+        """Return after `timeout` seconds (None), or sooner when `notify(key)` is called: then
+        the `time.monotonic()` of the notification."""
+        future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         with self._lock:
             self._waiters[key].add(future)
         try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(future, timeout)
+            try:
+                return await asyncio.wait_for(future, timeout)
+            except TimeoutError:
+                return None
         finally:
             with self._lock:
                 waiters = self._waiters.get(key)
@@ -36,17 +40,18 @@ class Wakeups:
                         del self._waiters[key]
 
     def notify(self, key: str) -> None:
+        at = time.monotonic()
         with self._lock:
             waiters = self._waiters.pop(key, set())
         for future in waiters:
             with contextlib.suppress(RuntimeError):  # its loop has already closed
-                future.get_loop().call_soon_threadsafe(_wake, future)
+                future.get_loop().call_soon_threadsafe(_wake, future, at)
 
     def pending(self) -> int:
         with self._lock:
             return sum(len(w) for w in self._waiters.values())
 
 
-def _wake(future: asyncio.Future[None]) -> None:
+def _wake(future: asyncio.Future[float], at: float) -> None:
     if not future.done():
-        future.set_result(None)
+        future.set_result(at)

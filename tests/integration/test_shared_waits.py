@@ -1,0 +1,103 @@
+"""Waiters on one stream in one process share their tail checks: N long-poll or SSE waiters cost
+about one GetItem per poll interval, not N (issue 13, "shared waits at the origin")."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+
+from benchmarks.aws_calls import CallMeter
+from core.app import create_app
+from core.http.live import TailWatcher
+from core.http.wakeups import Wakeups
+from core.protocol.append import AppendIntent
+from core.runtime import Backend
+from core.storage import CreateSpec, Payload
+
+INTERVAL = 0.2
+BUDGET = 1.0
+
+
+async def _wait_all(watcher: TailWatcher, path: str, position: int, waiters: int) -> list:
+    return await asyncio.gather(
+        *(watcher.wait_for_change(path, position, BUDGET) for _ in range(waiters))
+    )
+
+
+@pytest.mark.parametrize("waiters", [1, 10, 100])
+def test_waiters_share_one_tail_check_per_interval(backend: Backend, waiters: int) -> None:
+    store = backend.store
+    store.create("s", CreateSpec("text/plain"))
+    meter = CallMeter()
+    meter.attach(backend.dynamodb)
+    watcher = TailWatcher(store, Wakeups(), INTERVAL)
+    started = time.monotonic()
+    answers = asyncio.run(_wait_all(watcher, "s", 0, waiters))
+    elapsed = time.monotonic() - started
+    checks = meter.calls["GetItem"]
+    print(f"\n{waiters} waiters, {elapsed:.1f} s: {checks} GetItem ({checks / elapsed:.1f}/s)")
+    assert all(answer is not None and answer.tail == 0 for answer in answers)
+    # One check per interval on the shared grid, plus the last at the deadline.
+    assert checks <= BUDGET / INTERVAL + 2
+
+
+def test_an_append_wakes_every_waiter_with_one_shared_check(backend: Backend) -> None:
+    store = backend.store
+    store.create("s", CreateSpec("text/plain"))
+    wakeups = Wakeups()
+    watcher = TailWatcher(store, wakeups, 10.0)  # no poll falls inside this test
+    meter = CallMeter()
+    meter.attach(backend.dynamodb)
+
+    async def scenario() -> list:
+        waiting = asyncio.ensure_future(_wait_all(watcher, "s", 0, 100))
+        await asyncio.sleep(0.3)
+        intent = AppendIntent("text/plain", True, False, None, None)
+        await asyncio.to_thread(store.append, "s", intent, Payload(b"new"))
+        meter.reset()
+        wakeups.notify("s")
+        return await waiting
+
+    answers = asyncio.run(scenario())
+    assert all(answer is not None and answer.tail == 3 for answer in answers)
+    assert meter.calls["GetItem"] == 1
+
+
+@pytest.mark.parametrize("waiters", [1, 10, 100])
+def test_long_polls_woken_by_an_append_share_its_check_and_its_read(
+    backend: Backend, waiters: int
+) -> None:
+    settings = backend.settings.model_copy(
+        update={"long_poll_timeout": 5.0, "poll_interval": INTERVAL}
+    )
+    app = create_app(settings, backend.store)
+    meter = CallMeter()
+    meter.attach(backend.dynamodb)
+    meter.attach(backend.s3)
+    text = {"Content-Type": "text/plain"}
+
+    async def scenario() -> tuple[list[httpx.Response], dict[str, int]]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            await client.put("/v1/stream/live", headers=text, content=b"old")
+            tail = (await client.head("/v1/stream/live")).headers["Stream-Next-Offset"]
+            params = {"offset": tail, "live": "long-poll"}
+            polls = [
+                asyncio.ensure_future(client.get("/v1/stream/live", params=params, timeout=30))
+                for _ in range(waiters)
+            ]
+            await asyncio.sleep(1.0)  # every long-poll is waiting
+            meter.reset()
+            await client.post("/v1/stream/live", headers=text, content=b"new")
+            answers = await asyncio.gather(*polls)
+            return answers, dict(meter.calls)
+
+    answers, calls = asyncio.run(scenario())
+    print(f"\n{waiters} long-polls woken by one append: AWS calls {calls}")
+    assert all(a.status_code == 200 and a.content == b"new" for a in answers)
+    assert calls.get("TransactWriteItems") == 1  # the append itself
+    assert calls.get("Query", 0) <= 1  # the new data, read once for every waiter
+    assert calls.get("GetItem", 0) <= 2  # the shared check (and at most one grid poll)
