@@ -20,24 +20,34 @@ from .wakeups import Wakeups
 
 # Finished checks are remembered this long (seconds), for waiters that woke before they began.
 _REMEMBER_SECONDS = 30.0
+# Shared work runs on threads of its own (its waiters may live on different event loops), one
+# pool for the process however many apps it builds.
+_POOL_LOCK = threading.Lock()
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(32, thread_name_prefix="shared-store")
+        return _POOL
 
 
 class SharedTailChecks:
     """Single-flight `store.get`: `get(path, not_before)` joins a check of `path` that started
-    at or after `not_before` (monotonic seconds), in flight or finished, or starts one. Waiters
-    may live on different event loops, so checks run on this object's own threads."""
+    at or after `not_before` (monotonic seconds), in flight or finished, or starts one."""
 
-    def __init__(self, store: StreamStore, threads: int = 8) -> None:
+    def __init__(self, store: StreamStore) -> None:
         self.store = store
         self._lock = threading.Lock()
         self._checks: dict[str, tuple[float, Future[StreamInfo | None]]] = {}
-        self._executor = ThreadPoolExecutor(threads, thread_name_prefix="tail-check")
 
     async def get(self, path: str, not_before: float) -> StreamInfo | None:
         with self._lock:
             check = self._checks.get(path)
             if check is None or check[0] < not_before:
-                check = (time.monotonic(), self._executor.submit(self.store.get, path))
+                check = (time.monotonic(), _pool().submit(self.store.get, path))
                 self._checks[path] = check
                 self._forget_old(check[0])
         return await asyncio.wrap_future(check[1])
@@ -54,18 +64,17 @@ class SharedReads:
     start and size: the same bytes) are made once. Data below a tail never changes, so sharing
     the answer is exact."""
 
-    def __init__(self, store: StreamStore, threads: int = 8) -> None:
+    def __init__(self, store: StreamStore) -> None:
         self.store = store
         self._lock = threading.Lock()
         self._reads: dict[tuple[str, int, int, int], Future[ReadBatch]] = {}
-        self._executor = ThreadPoolExecutor(threads, thread_name_prefix="shared-read")
 
     async def read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
         key = (info.incarnation, info.tail, start, max_bytes)
         with self._lock:
             future = self._reads.get(key)
             if future is None:
-                future = self._executor.submit(self.store.read, info, start, max_bytes)
+                future = _pool().submit(self.store.read, info, start, max_bytes)
                 self._reads[key] = future
                 future.add_done_callback(lambda done: self._forget(key, done))
         return await asyncio.wrap_future(future)
