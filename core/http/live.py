@@ -98,12 +98,16 @@ class TailWatcher:
         deadline = time.monotonic() + budget
         while True:
             now = time.monotonic()
-            if now < deadline:
-                until = min(self._next_tick(now), deadline)
-                notified_at = await self.wakeups.wait(path, until - now)
-                not_before = notified_at if notified_at is not None else until
+            until = min(self._next_tick(now), deadline)
+            notified_at = await self.wakeups.wait(path, max(0.0, until - now))
+            if notified_at is not None:
+                not_before = notified_at  # the check must see what the notifier committed
+            elif until < deadline:
+                not_before = until  # a grid tick: every waiter of the stream shares it
             else:
-                not_before = now
+                # The deadline is each waiter's own: a check less than an interval old (the
+                # last tick's) answers it, so waiters that started together end together.
+                not_before = deadline - self.poll_interval
             info = await self.checks.get(path, not_before)
             if info is None or info.soft_deleted or info.tail > position or info.closed:
                 return info
