@@ -14,10 +14,12 @@ import math
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
 
 from ..storage import ReadBatch, StreamInfo, StreamStore
 from .wakeups import Wakeups
 
+T = TypeVar("T")
 # Finished checks are remembered this long (seconds), for waiters that woke before they began.
 _REMEMBER_SECONDS = 30.0
 # Shared work runs on threads of its own (its waiters may live on different event loops), one
@@ -32,6 +34,12 @@ def _pool() -> ThreadPoolExecutor:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(32, thread_name_prefix="shared-store")
         return _POOL
+
+
+async def _share(future: Future[T]) -> T:
+    """Await work other waiters share: a waiter that goes away (its client disconnected) must
+    not cancel it for the others, as awaiting a wrapped future directly would."""
+    return await asyncio.shield(asyncio.wrap_future(future))
 
 
 class SharedTailChecks:
@@ -50,7 +58,7 @@ class SharedTailChecks:
                 check = (time.monotonic(), _pool().submit(self.store.get, path))
                 self._checks[path] = check
                 self._forget_old(check[0])
-        return await asyncio.wrap_future(check[1])
+        return await _share(check[1])
 
     def _forget_old(self, now: float) -> None:
         if len(self._checks) > 1024:
@@ -77,7 +85,7 @@ class SharedReads:
                 future = _pool().submit(self.store.read, info, start, max_bytes)
                 self._reads[key] = future
                 future.add_done_callback(lambda done: self._forget(key, done))
-        return await asyncio.wrap_future(future)
+        return await _share(future)
 
     def _forget(self, key: tuple[str, int, int, int], done: Future[ReadBatch]) -> None:
         with self._lock:

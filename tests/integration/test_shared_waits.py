@@ -4,6 +4,7 @@ about one GetItem per poll interval, not N (issue 13, "shared waits at the origi
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import httpx
@@ -11,7 +12,8 @@ import pytest
 
 from benchmarks.aws_calls import CallMeter
 from core.app import create_app
-from core.http.live import TailWatcher
+from core.http import live
+from core.http.live import SharedTailChecks, TailWatcher
 from core.http.wakeups import Wakeups
 from core.protocol.append import AppendIntent
 from core.runtime import Backend
@@ -105,3 +107,30 @@ def test_long_polls_woken_by_an_append_share_its_check_and_its_read(
     assert calls.get("TransactWriteItems") == 1  # the append itself
     assert calls.get("Query", 0) <= 1  # the new data, read once for every waiter
     assert calls.get("GetItem", 0) == 1  # the shared check after the wake-up
+
+
+def test_a_waiter_that_goes_away_does_not_cancel_the_shared_check(backend: Backend) -> None:
+    """The check is still queued (every shared thread is busy) when one of its two waiters
+    goes away: the other still gets its answer."""
+    store = backend.store
+    store.create("s", CreateSpec("text/plain"))
+    release = threading.Event()
+    busy = [live._pool().submit(release.wait, 10) for _ in range(live._pool()._max_workers)]
+    checks = SharedTailChecks(store)
+
+    async def scenario() -> object:
+        leaving = asyncio.ensure_future(checks.get("s", 0.0))
+        staying = asyncio.ensure_future(checks.get("s", 0.0))  # joins the same check
+        await asyncio.sleep(0.05)
+        leaving.cancel()
+        await asyncio.sleep(0.05)
+        release.set()
+        return await staying
+
+    try:
+        info = asyncio.run(scenario())
+    finally:
+        release.set()
+        for task in busy:
+            task.result(10)
+    assert info is not None and info.tail == 0  # type: ignore[attr-defined]
