@@ -266,23 +266,18 @@ class Sealer:
         key = f"{data_prefix(info.incarnation)}seg-{start:016d}-{end:016d}-{uuid.uuid4().hex[:8]}"
         call(self.s3.put_object, Bucket=self.bucket, Key=key, Body=built.body)
         condition, names, values = _still(replaced[-1])
-        try:
-            call(
-                self.dynamodb.put_item,
-                TableName=self.table,
-                Item={
-                    **items.chunk_key(info.incarnation, end),
-                    "st": items.n(start),
-                    "k": items.s(key),
-                    "pg": {"B": built.directory},
-                },
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
-        except Conflict:
-            return False
-        return True
+        return self._conditionally(
+            self.dynamodb.put_item,
+            Item={
+                **items.chunk_key(info.incarnation, end),
+                "st": items.n(start),
+                "k": items.s(key),
+                "pg": {"B": built.directory},
+            },
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
 
     # ------------------------------------------------------------------ after sealing
 
@@ -302,15 +297,18 @@ class Sealer:
         self, key: dict[str, Any], condition: str, names: dict[str, str], values: dict[str, Any]
     ) -> bool:
         """Delete an item if the condition holds; False when it did not (someone changed it)."""
+        return self._conditionally(
+            self.dynamodb.delete_item,
+            Key=key,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+
+    def _conditionally(self, operation: Any, **params: Any) -> bool:
+        """A conditional write to the table; False when its condition did not hold."""
         try:
-            call(
-                self.dynamodb.delete_item,
-                TableName=self.table,
-                Key=key,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
+            call(operation, TableName=self.table, **params)
         except Conflict:
             return False
         return True
