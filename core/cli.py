@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .config import Settings, SettingsError, load_settings
 
@@ -37,19 +38,35 @@ def _serve(args: argparse.Namespace) -> int:
             return 3
 
     emulator = None
+    if args.aws and (args.data_dir is not None or args.in_memory):
+        print(
+            "dsaws: --data-dir and --in-memory are for the embedded emulator, not --aws",
+            file=sys.stderr,
+        )
+        return 2
     if args.aws:
         backend = build_backend(settings)
         if any(os.environ.get(v) for v in _ENDPOINT_VARIABLES):
             ensure_resources(backend)
         where = f"AWS (table {settings.table}, bucket {settings.bucket})"
     else:
-        from infra.emulator import Emulator
+        from infra.emulator import IN_PROCESS_ENDPOINT, Emulator, JournalError
 
         use_emulator_credentials()
-        emulator = Emulator().start()
-        backend = build_backend(settings, endpoint=emulator.endpoint)
+        data_dir = None if args.in_memory else _data_dir(args)
+        try:
+            emulator = Emulator(data_dir=data_dir)
+        except JournalError as exc:
+            print(f"dsaws: {exc}", file=sys.stderr)
+            return 3
+        backend = build_backend(settings, endpoint=IN_PROCESS_ENDPOINT)
+        emulator.connect(backend.dynamodb)
+        emulator.connect(backend.s3)
         ensure_resources(backend)
-        where = "the embedded emulator: data is kept IN MEMORY and lost when the server stops"
+        if data_dir is None:
+            where = "the embedded emulator: data is kept IN MEMORY and lost when the server stops"
+        else:
+            where = f"the embedded emulator, kept in {data_dir}"
 
     sealing = None
     if settings.seal_interval > 0:
@@ -104,6 +121,19 @@ def _serve(args: argparse.Namespace) -> int:
         if emulator is not None:
             emulator.stop()
     return 0
+
+
+def default_data_dir() -> Path:
+    """Where `dsaws serve` keeps its streams: DSAWS_DATA_DIR, else the user's data directory
+    (XDG_DATA_HOME, by default ~/.local/share) under durable-streams-aws."""
+    if given := os.environ.get("DSAWS_DATA_DIR"):
+        return Path(given)
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "durable-streams-aws"
+
+
+def _data_dir(args: argparse.Namespace) -> Path:
+    return Path(args.data_dir) if args.data_dir is not None else default_data_dir()
 
 
 def _origin_secret(settings: Settings) -> str | None:
@@ -214,6 +244,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--aws",
         action="store_true",
         help="use real AWS, or the endpoint in AWS_ENDPOINT_URL*, instead of the emulator",
+    )
+    storage = serve.add_mutually_exclusive_group()
+    storage.add_argument(
+        "--data-dir",
+        help="directory the embedded emulator keeps its data in, across restarts (default: "
+        "DSAWS_DATA_DIR, or ~/.local/share/durable-streams-aws)",
+    )
+    storage.add_argument(
+        "--in-memory",
+        action="store_true",
+        help="keep the embedded emulator's data in memory only: lost when the server stops",
     )
     serve.add_argument("--table", help="DynamoDB table (default: DS_TABLE)")
     serve.add_argument("--bucket", help="S3 bucket (default: DS_BUCKET)")

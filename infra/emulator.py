@@ -1,4 +1,5 @@
-"""The embedded S3 + DynamoDB emulator: moto's server behind one global lock.
+"""The embedded S3 + DynamoDB emulator: moto's WSGI app behind one global lock, with fast paths
+where moto is slow, reached in-process or over a loopback port, and optionally kept on disk.
 
 moto's DynamoDB is not thread-safe: two concurrent conditional writes can both succeed. Serving
 every request under one lock makes it linearizable, which the store's correctness relies on.
@@ -6,11 +7,25 @@ every request under one lock makes it linearizable, which the store's correctnes
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
+from ._in_process import InProcessTransport
+from ._journal import JournalError
+
+__all__ = ["IN_PROCESS_ENDPOINT", "Emulator", "JournalError"]
+
+# The endpoint in-process clients are configured with: never dialled (their requests are
+# answered before botocore would open a connection). An address, not a name, so that S3 keeps
+# path-style URLs as it does for the listening emulator.
+IN_PROCESS_ENDPOINT = "http://127.0.0.1:9"
+# A journal longer than this many records is compacted when the emulator starts.
+COMPACT_AFTER_RECORDS = 10_000
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -21,50 +36,131 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 class _LockedApp:
+    """moto's app, one request at a time; each successful change journaled before it is
+    answered when there is a journal."""
+
     def __init__(self, app: Any) -> None:
         self.app = app
         self.lock = threading.Lock()
+        self.journal: Any = None  # a `_journal.Journal`, set once replayed
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        journal = self.journal
+        if journal is None:
+            with self.lock:
+                # Materialise the body inside the lock: moto builds it lazily in some paths.
+                return list(self.app(environ, start_response))
+        from ._journal import Record
+
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(body)
+        answered: list[Any] = []
+
+        def capture(status: str, headers: Any, *exc_info: Any) -> Any:
+            answered.append(status)
+            return start_response(status, headers, *exc_info)
+
         with self.lock:
-            # Materialise the body inside the lock: moto builds it lazily in some paths.
-            return list(self.app(environ, start_response))
+            content = list(self.app(environ, capture))
+            record = Record.of(environ, body)
+            if answered and answered[0][:1] == "2" and record.changes_something:
+                journal.append(record)
+        return content
+
+
+def _call(app: Any, environ: dict[str, Any]) -> str:
+    """Run one request through a WSGI app; returns the status it answered."""
+    answered: list[str] = []
+    list(app(environ, lambda status, headers, *_: answered.append(status)))
+    return answered[0] if answered else "no answer"
 
 
 class Emulator:
-    """A moto server on a loopback port, in a background thread of this process."""
+    """moto in this process: `connect` clients to it directly, or `start` it on a loopback port
+    for other processes. With `data_dir`, what it holds survives restarts."""
 
     def __init__(
         self,
         host: str = "127.0.0.1",
         port: int = 0,
         middleware: Callable[[Any], Any] | None = None,
+        data_dir: Path | None = None,
     ) -> None:
         """`middleware`, if given, wraps the WSGI app (benchmarks count calls with it)."""
         from moto.server import DomainDispatcherApplication, create_backend_app
 
-        from . import _moto_transactions
-
-        _moto_transactions.install()
-        app = _LockedApp(DomainDispatcherApplication(create_backend_app))
-        if middleware is not None:
-            app = middleware(app)
-        self._server: BaseWSGIServer = make_server(
-            host, port, app, threaded=True, request_handler=_QuietHandler
+        from . import (
+            _moto_fast_expressions,
+            _moto_fast_query,
+            _moto_fast_serialize,
+            _moto_transactions,
         )
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+        for patch in (
+            _moto_transactions,
+            _moto_fast_serialize,
+            _moto_fast_query,
+            _moto_fast_expressions,
+        ):
+            patch.install()
+        self._locked = _LockedApp(DomainDispatcherApplication(create_backend_app))
+        app: Any = self._locked if middleware is None else middleware(self._locked)
+        self.app = app
+        self._host, self._port = host, port
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+        if data_dir is not None:
+            self._open_journal(data_dir)
+
+    def _open_journal(self, data_dir: Path) -> None:
+        from ._journal import Journal, created_resources, resource_records
+        from ._state_records import item_records, object_records
+
+        journal = Journal(data_dir)
+        records = journal.read()
+        for number, record in enumerate(records):
+            status = _call(self._locked.app, record.wsgi_environ())
+            if not status.startswith("2"):
+                journal.close()
+                raise JournalError(
+                    f"{journal.path}: record {number} ({record.action or 'S3'}) could not be "
+                    f"replayed: {status}"
+                )
+        if len(records) > COMPACT_AFTER_RECORDS:
+            tables, buckets = created_resources(records)
+            kept = [*resource_records(records), *item_records(tables), *object_records(buckets)]
+            journal.rewrite(kept)
+        self._locked.journal = journal
+
+    def connect(self, client: Any) -> Any:
+        """Answer every request of a boto3 `client` here, without a socket; returns it."""
+        return InProcessTransport(self.app).attach(client)
 
     @property
     def endpoint(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the emulator is not listening: start() it first")
         return f"http://{self._server.host}:{self._server.port}"
 
     def start(self) -> Emulator:
+        """Listen on the loopback port, for clients in other processes."""
+        self._server = make_server(
+            self._host, self._port, self.app, threaded=True, request_handler=_QuietHandler
+        )
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        journal, self._locked.journal = self._locked.journal, None
+        if journal is not None:
+            with self._locked.lock:
+                journal.close()
 
     def __enter__(self) -> Emulator:
         return self.start()

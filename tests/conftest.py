@@ -2,12 +2,20 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from core.config import Settings
 from core.runtime import Backend, build_backend, ensure_resources, use_emulator_credentials
 from infra.emulator import Emulator
+
+
+@pytest.fixture(autouse=True)
+def _data_dir_of_this_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `dsaws serve` a test starts without `--data-dir` keeps its data in this test's
+    temporary directory, never in the user's."""
+    monkeypatch.setenv("DSAWS_DATA_DIR", str(tmp_path / "dsaws-data"))
 
 
 @pytest.fixture(scope="session")

@@ -105,6 +105,13 @@ class ServerProcess:
             self.cdn_url = f"http://127.0.0.1:{cdn_port}"
             self.args = (*args, "--cdn-port", str(cdn_port))
         self.env = {**os.environ, **(env or {})}
+        # Each embedded server keeps its data in a directory of its own (a journal may have
+        # one server only), removed when it stops, unless the test chose where its data goes.
+        self._data_dir: tempfile.TemporaryDirectory[str] | None = None
+        storage_flags = {"--aws", "--data-dir", "--in-memory"}
+        if module == "core.cli serve" and not storage_flags.intersection(self.args):
+            self._data_dir = tempfile.TemporaryDirectory(prefix="dsaws-data-")
+            self.args = (*self.args, "--data-dir", self._data_dir.name)
         self.process: subprocess.Popen[bytes] | None = None
         # A file, not a pipe: nobody reads the server's output while it runs, and a full pipe
         # would block the server on its next log line.
@@ -141,6 +148,14 @@ class ServerProcess:
                 self.process.kill()
                 self.process.wait()
         self.output.close()
+        if self._data_dir is not None:
+            self._data_dir.cleanup()
+
+    def kill(self) -> None:
+        """SIGKILL: the server gets no chance to flush or close anything."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
 
     def __enter__(self) -> ServerProcess:
         return self.start()

@@ -1,0 +1,92 @@
+"""Hand botocore's requests to the emulator's WSGI app directly, in this process.
+
+The clients still sign, serialise, retry and parse exactly as they do against AWS: only the
+socket is gone. botocore's `before-send` event lets a handler answer a prepared request itself;
+this one turns the request into a WSGI environ, calls the app and wraps what it answered.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import unquote_to_bytes, urlsplit
+
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse, HeadersDict
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class _Body(io.BytesIO):
+    """What botocore reads a response from: a stream, whole or in chunks."""
+
+    def stream(self, **_: Any) -> Iterable[bytes]:
+        while chunk := self.read(1 << 20):
+            yield chunk
+
+
+def _request_body(request: AWSPreparedRequest) -> bytes:
+    body = request.body
+    if body is None:
+        return b""
+    if isinstance(body, bytes | bytearray):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode()
+    return body.read()  # a file-like body (S3 uploads)
+
+
+def _environ(request: AWSPreparedRequest, body: bytes) -> dict[str, Any]:
+    url = urlsplit(request.url)
+    host = url.hostname or "localhost"
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": request.method,
+        "SCRIPT_NAME": "",
+        # PEP 3333: the path is unquoted, its bytes carried as latin-1.
+        "PATH_INFO": unquote_to_bytes(url.path or "/").decode("latin-1"),
+        "QUERY_STRING": url.query,
+        "SERVER_NAME": host,
+        "SERVER_PORT": str(url.port or (443 if url.scheme == "https" else 80)),
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "CONTENT_LENGTH": str(len(body)),
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": url.scheme,
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        "HTTP_HOST": url.netloc,
+    }
+    for name, value in request.headers.items():
+        text = value.decode() if isinstance(value, bytes) else value
+        key = name.upper().replace("-", "_")
+        if key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            environ[key] = text
+        else:
+            environ[f"HTTP_{key}"] = text
+    return environ
+
+
+class InProcessTransport:
+    """A `before-send` handler that answers every request of a client from `app`."""
+
+    def __init__(self, app: WsgiApp) -> None:
+        self._app = app
+
+    def attach(self, client: Any) -> Any:
+        """Route every request of a boto3 `client` to the app; returns the client."""
+        client.meta.events.register_first("before-send", self)
+        return client
+
+    def __call__(self, request: AWSPreparedRequest, **_: Any) -> AWSResponse:
+        body = _request_body(request)
+        answer: dict[str, Any] = {}
+
+        def start_response(status: str, headers: list[tuple[str, str]], *_: Any) -> None:
+            answer["status"] = int(status.split(" ", 1)[0])
+            answer["headers"] = HeadersDict(headers)
+
+        content = b"".join(self._app(_environ(request, body), start_response))
+        return AWSResponse(request.url, answer["status"], answer["headers"], _Body(content))

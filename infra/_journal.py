@@ -1,0 +1,242 @@
+"""The embedded emulator's journal: every request that changed something, in the order the
+emulator applied them, in one append-only file that is replayed when the emulator starts again.
+
+A request is written to the file (one `write`, to the operating system) before the emulator's
+answer leaves, so an answer a server has seen is on disk in the same order as the emulator's
+memory: a killed process loses nothing it acknowledged. A record interrupted by the kill fails
+its checksum and is dropped with whatever followed it; its request was never answered.
+
+The journal grows with every write, so `compact` rewrites it as the requests that rebuild the
+current state: the resource requests (tables, buckets, settings) as they came, then one PutItem
+per item and one PutObject per object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import json
+import os
+import struct
+import sys
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+JOURNAL_NAME = "journal.bin"
+LOCK_NAME = "lock"
+_HEADER = struct.Struct(">II")  # payload length, CRC-32 of the payload
+
+# DynamoDB (and other JSON-protocol) actions that change nothing.
+_READ_ACTIONS = frozenset(
+    {
+        "GetItem",
+        "BatchGetItem",
+        "Query",
+        "Scan",
+        "TransactGetItems",
+        "DescribeTable",
+        "ListTables",
+        "DescribeTimeToLive",
+        "DescribeContinuousBackups",
+        "ListTagsOfResource",
+        "DescribeEndpoints",
+        "GetSecretValue",
+        "DescribeSecret",
+        "GetParameter",
+        "GetParameters",
+    }
+)
+# The actions whose effect is the items a compaction writes out again.
+_ITEM_ACTIONS = frozenset(
+    {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+)
+_KEPT_ENVIRON = ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING", "CONTENT_TYPE")
+
+
+class JournalError(RuntimeError):
+    """The journal cannot be used: another process holds it, or replaying it failed."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One request as the emulator's WSGI app received it."""
+
+    environ: dict[str, str]
+    body: bytes
+
+    @classmethod
+    def of(cls, environ: dict[str, Any], body: bytes) -> Record:
+        kept = {
+            name: value
+            for name, value in environ.items()
+            if (name in _KEPT_ENVIRON or name.startswith("HTTP_")) and isinstance(value, str)
+        }
+        return cls(kept, body)
+
+    def wsgi_environ(self) -> dict[str, Any]:
+        host = self.environ.get("HTTP_HOST", "emulator")
+        return {
+            "SCRIPT_NAME": "",
+            "QUERY_STRING": "",
+            "SERVER_NAME": host.split(":")[0],
+            "SERVER_PORT": "80",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            **self.environ,
+            "CONTENT_LENGTH": str(len(self.body)),
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": "http",
+            "wsgi.input": io.BytesIO(self.body),
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": False,
+            "wsgi.run_once": False,
+        }
+
+    @property
+    def action(self) -> str | None:
+        """The JSON-protocol action (`PutItem`), or None for an S3 request."""
+        target = self.environ.get("HTTP_X_AMZ_TARGET")
+        return target.rsplit(".", 1)[-1] if target else None
+
+    @property
+    def changes_something(self) -> bool:
+        action = self.action
+        if action is not None:
+            return action not in _READ_ACTIONS
+        return self.environ.get("REQUEST_METHOD") in {"PUT", "POST", "DELETE"}
+
+    @property
+    def changes_items(self) -> bool:
+        """Whether the request wrote items or objects (as opposed to tables, buckets and their
+        settings)."""
+        action = self.action
+        if action is not None:
+            return action in _ITEM_ACTIONS
+        path = self.environ.get("PATH_INFO", "/").strip("/")
+        deletes_objects = "delete" in self.environ.get("QUERY_STRING", "").split("&")
+        return "/" in path or deletes_objects
+
+    @property
+    def created(self) -> tuple[str, str] | None:
+        """("table", name) for a CreateTable, ("bucket", name) for a CreateBucket."""
+        if self.action == "CreateTable":
+            return "table", str(json.loads(self.body)["TableName"])
+        path = self.environ.get("PATH_INFO", "/").strip("/")
+        plain = not self.environ.get("QUERY_STRING")
+        creates_bucket = self.action is None and self.environ.get("REQUEST_METHOD") == "PUT"
+        if creates_bucket and plain and path and "/" not in path:
+            return "bucket", path
+        return None
+
+    def encode(self) -> bytes:
+        payload = json.dumps(self.environ).encode() + b"\n" + self.body
+        return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+
+    @classmethod
+    def decode(cls, payload: bytes) -> Record:
+        head, _, body = payload.partition(b"\n")
+        return cls(json.loads(head), body)
+
+
+def _records(data: bytes) -> tuple[list[Record], int]:
+    """The whole records at the start of `data`, and where the first bad one starts."""
+    found: list[Record] = []
+    at = 0
+    while at + _HEADER.size <= len(data):
+        length, checksum = _HEADER.unpack_from(data, at)
+        payload = data[at + _HEADER.size : at + _HEADER.size + length]
+        if len(payload) < length or zlib.crc32(payload) != checksum:
+            break
+        found.append(Record.decode(payload))
+        at += _HEADER.size + length
+    return found, at
+
+
+class Journal:
+    """The journal in `directory`, held by this process until `close`."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.path = directory / JOURNAL_NAME
+        self._lock = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock)
+            raise JournalError(
+                f"{directory} is in use by another dsaws serve (stop it, or use another --data-dir)"
+            ) from None
+        self._fd: int | None = None
+        self._closed = False
+
+    def read(self) -> list[Record]:
+        """Every whole record; a torn tail (a write cut short by a kill) is cut off."""
+        data = self.path.read_bytes() if self.path.exists() else b""
+        found, good = _records(data)
+        if good < len(data):
+            with self.path.open("r+b") as file:
+                file.truncate(good)
+        return found
+
+    def append(self, record: Record) -> None:
+        if self._closed:
+            raise JournalError("the journal is closed: the emulator has stopped")
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        data = record.encode()
+        written = os.write(self._fd, data)
+        while written < len(data):  # a regular file takes it all at once; this is insurance
+            written += os.write(self._fd, data[written:])
+
+    def sync(self) -> None:
+        """Make what was written survive a machine crash too, not only a killed process."""
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def rewrite(self, records: Iterable[Record]) -> None:
+        """Replace the journal with `records`, atomically."""
+        fresh = self.path.with_suffix(".compacting")
+        with fresh.open("wb") as file:
+            for record in records:
+                file.write(record.encode())
+            file.flush()
+            os.fsync(file.fileno())
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        os.replace(fresh, self.path)
+        directory = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+        os.close(self._lock)
+
+
+def resource_records(records: Iterable[Record]) -> Iterator[Record]:
+    """The requests among `records` that made or changed tables and buckets."""
+    return (record for record in records if not record.changes_items)
+
+
+def created_resources(records: Iterable[Record]) -> tuple[set[str], set[str]]:
+    """The tables and the buckets that `records` created."""
+    tables: set[str] = set()
+    buckets: set[str] = set()
+    for record in records:
+        created = record.created
+        if created is not None:
+            (tables if created[0] == "table" else buckets).add(created[1])
+    return tables, buckets

@@ -1,0 +1,63 @@
+"""A direct JSON encoding of moto's DynamoDB item responses.
+
+moto serialises every response by walking botocore's output shape member by member; for a Query
+of a few hundred items that walk costs several times the query itself (it was more than 80% of
+a catch-up read's time). DynamoDB's wire format for the item operations is plain JSON of the
+result, binary values in base64, so those results are encoded with `json.dumps` instead. Errors
+and every other operation keep moto's own serialiser. `tests/unit/test_emulator_fast_paths.py`
+checks that both encodings agree.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from moto.core.responses import ActionContext
+from moto.dynamodb.responses import DynamoResult
+
+# The operations whose results hold nothing but items, keys, counts and capacities.
+ITEM_OPERATIONS = frozenset(
+    {
+        "GetItem",
+        "BatchGetItem",
+        "Query",
+        "Scan",
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+        "TransactGetItems",
+    }
+)
+CONTENT_TYPE = "application/x-amz-json-1.0"
+
+_moto_execute_result = DynamoResult.execute_result
+
+
+def _base64(value: object) -> str:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"not JSON-encodable in a DynamoDB item response: {type(value).__name__}")
+
+
+def encode(result: dict[str, Any]) -> str:
+    """The response body DynamoDB would send for `result`."""
+    return json.dumps(result, default=_base64, separators=(",", ":"))
+
+
+def _execute_result(self: DynamoResult, context: ActionContext) -> Any:
+    result = self.result
+    if context.operation_model.name not in ITEM_OPERATIONS or not isinstance(result, dict):
+        return _moto_execute_result(self, context)
+    return 200, {"Content-Type": CONTENT_TYPE}, encode(result)
+
+
+def install() -> None:
+    DynamoResult.execute_result = _execute_result  # type: ignore[method-assign]
+
+
+def uninstall() -> None:
+    DynamoResult.execute_result = _moto_execute_result  # type: ignore[method-assign]

@@ -1,0 +1,175 @@
+"""The embedded emulator's journal: replayed on restart, a torn tail cut off, compaction that
+keeps every item and object, one process per directory."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.runtime import use_emulator_credentials
+from core.storage.aws import AwsSettings, make_clients
+from core.storage.bootstrap import ensure_bucket, ensure_table
+from infra import emulator as emulator_module
+from infra._journal import JOURNAL_NAME, Journal, JournalError
+from infra.emulator import IN_PROCESS_ENDPOINT, Emulator
+
+
+def clients(emulator: Emulator) -> tuple[Any, Any]:
+    use_emulator_credentials()
+    settings = AwsSettings(
+        region="us-east-1", dynamodb_endpoint=IN_PROCESS_ENDPOINT, s3_endpoint=IN_PROCESS_ENDPOINT
+    )
+    dynamodb, s3 = make_clients(settings)
+    return emulator.connect(dynamodb), emulator.connect(s3)
+
+
+@pytest.fixture
+def names() -> Iterator[tuple[str, str]]:
+    """A table and bucket of this test's own (moto's state is one per process)."""
+    suffix = uuid.uuid4().hex[:10]
+    yield f"journal-{suffix}", f"journal-{suffix}"
+
+
+def contents(emulator: Emulator, table: str, bucket: str) -> tuple[list[Any], dict[str, bytes]]:
+    dynamodb, s3 = clients(emulator)
+    items = sorted(
+        dynamodb.scan(TableName=table, ConsistentRead=True)["Items"],
+        key=lambda item: (item["pk"]["S"], item["sk"]["S"]),
+    )
+    listed = s3.list_objects_v2(Bucket=bucket).get("Contents", [])
+    objects = {o["Key"]: s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read() for o in listed}
+    return items, objects
+
+
+def write_some(emulator: Emulator, table: str, bucket: str) -> None:
+    dynamodb, s3 = clients(emulator)
+    ensure_table(dynamodb, table)
+    ensure_bucket(s3, bucket)
+    for number in range(30):
+        dynamodb.put_item(
+            TableName=table,
+            Item={
+                "pk": {"S": f"p{number % 3}"},
+                "sk": {"S": f"s{number:03}"},
+                "data": {"B": bytes([number]) * 10},
+                "n": {"N": str(number)},
+                "tags": {"SS": ["a", f"t{number}"]},
+            },
+        )
+    dynamodb.update_item(
+        TableName=table,
+        Key={"pk": {"S": "p0"}, "sk": {"S": "s000"}},
+        UpdateExpression="SET n = n + :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+    )
+    dynamodb.delete_item(TableName=table, Key={"pk": {"S": "p1"}, "sk": {"S": "s001"}})
+    refused = dynamodb.exceptions.ConditionalCheckFailedException
+    with pytest.raises(refused):  # a refused write changes nothing, and is not journaled
+        dynamodb.put_item(
+            TableName=table,
+            Item={"pk": {"S": "p2"}, "sk": {"S": "s002"}},
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+    s3.put_object(Bucket=bucket, Key="a/b c/ü.bin", Body=b"\x00\xff" * 5000)
+    s3.put_object(Bucket=bucket, Key="gone", Body=b"x")
+    s3.delete_object(Bucket=bucket, Key="gone")
+
+
+def forget(table: str, bucket: str) -> None:
+    """What a new process would start with: no such table, no such bucket (taken out of moto
+    directly, so the journal does not hear of it)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.s3.models import s3_backends
+
+    dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].delete_table(table)
+    s3 = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    for key in list(s3.get_bucket(bucket).keys):
+        s3.delete_object(bucket, key)
+    s3.delete_bucket(bucket)
+
+
+def journal_length(directory: Path) -> int:
+    journal = Journal(directory)
+    try:
+        return len(journal.read())
+    finally:
+        journal.close()
+
+
+def test_a_restarted_emulator_holds_what_was_written(
+    tmp_path: Path, names: tuple[str, str]
+) -> None:
+    table, bucket = names
+    first = Emulator(data_dir=tmp_path)
+    write_some(first, table, bucket)
+    before = contents(first, table, bucket)
+    first.stop()
+    forget(table, bucket)
+
+    second = Emulator(data_dir=tmp_path)
+    try:
+        assert contents(second, table, bucket) == before
+        assert before[0][0]["n"] == {"N": "1"} and len(before[0]) == 29
+        assert before[1] == {"a/b c/ü.bin": b"\x00\xff" * 5000}
+    finally:
+        second.stop()
+
+
+def test_a_torn_last_record_is_cut_off(tmp_path: Path, names: tuple[str, str]) -> None:
+    table, bucket = names
+    first = Emulator(data_dir=tmp_path)
+    write_some(first, table, bucket)
+    before = contents(first, table, bucket)
+    first.stop()
+    journal = tmp_path / JOURNAL_NAME
+    whole = journal.stat().st_size
+    with journal.open("ab") as file:  # a write the kill cut short
+        file.write(b"\x00\x00\x10\x00garbage")
+    forget(table, bucket)
+
+    second = Emulator(data_dir=tmp_path)
+    try:
+        assert journal.stat().st_size == whole
+        assert contents(second, table, bucket) == before
+    finally:
+        second.stop()
+
+
+def test_compaction_keeps_every_item_and_object(
+    tmp_path: Path, names: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table, bucket = names
+    first = Emulator(data_dir=tmp_path)
+    write_some(first, table, bucket)
+    before = contents(first, table, bucket)
+    first.stop()
+    records_before = journal_length(tmp_path)
+    forget(table, bucket)
+
+    monkeypatch.setattr(emulator_module, "COMPACT_AFTER_RECORDS", 5)
+    compacting = Emulator(data_dir=tmp_path)  # replays, then rewrites the journal
+    compacting.stop()
+    records_after = journal_length(tmp_path)
+    # Table, TTL setting, bucket; 29 items; 1 object; the updates and deletes folded in.
+    assert records_after < records_before
+    forget(table, bucket)
+
+    again = Emulator(data_dir=tmp_path)
+    try:
+        assert contents(again, table, bucket) == before
+    finally:
+        again.stop()
+
+
+def test_one_directory_serves_one_emulator(tmp_path: Path) -> None:
+    first = Emulator(data_dir=tmp_path)
+    try:
+        with pytest.raises(JournalError, match="in use by another"):
+            Emulator(data_dir=tmp_path)
+    finally:
+        first.stop()
