@@ -13,6 +13,7 @@ import asyncio
 import math
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
@@ -22,6 +23,10 @@ from .wakeups import Wakeups
 T = TypeVar("T")
 # Finished checks are remembered this long (seconds), for waiters that woke before they began.
 _REMEMBER_SECONDS = 30.0
+# A finished read serves late waiters this long (seconds); at most this many are kept (each
+# at most one response's worth of bytes).
+_READ_KEPT_SECONDS = 1.0
+_READS_KEPT = 16
 # Shared work runs on threads of its own (its waiters may live on different event loops), one
 # pool for the process however many apps it builds.
 _POOL_LOCK = threading.Lock()
@@ -68,27 +73,44 @@ class SharedTailChecks:
 
 
 class SharedReads:
-    """Single-flight `store.read`: identical reads in flight at once (same incarnation, tail,
-    start and size: the same bytes) are made once. Data below a tail never changes, so sharing
-    the answer is exact."""
+    """Single-flight `store.read`: identical reads (same incarnation, tail, start and size: the
+    same bytes) in flight at once are made once, and a finished one still serves for a moment
+    the waiters the same change woke but the event loop reached late. Data below a tail never
+    changes, so sharing the answer is exact."""
 
     def __init__(self, store: StreamStore) -> None:
         self.store = store
-        self._lock = threading.Lock()
+        # Re-entrant: a read that finished before its callback was added runs the callback at
+        # once, in the thread that holds the lock.
+        self._lock = threading.RLock()
         self._reads: dict[tuple[str, int, int, int], Future[ReadBatch]] = {}
+        self._finished: deque[tuple[float, tuple[str, int, int, int], Future[ReadBatch]]] = deque()
 
     async def read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
         key = (info.incarnation, info.tail, start, max_bytes)
         with self._lock:
+            self._forget_old(time.monotonic())
             future = self._reads.get(key)
             if future is None:
                 future = _pool().submit(self.store.read, info, start, max_bytes)
                 self._reads[key] = future
-                future.add_done_callback(lambda done: self._forget(key, done))
+                future.add_done_callback(lambda done: self._finish(key, done))
         return await _share(future)
 
-    def _forget(self, key: tuple[str, int, int, int], done: Future[ReadBatch]) -> None:
+    def _finish(self, key: tuple[str, int, int, int], done: Future[ReadBatch]) -> None:
         with self._lock:
+            if done.cancelled() or done.exception() is not None:
+                if self._reads.get(key) is done:  # a failure is not shared after the fact
+                    del self._reads[key]
+                return
+            now = time.monotonic()
+            self._finished.append((now + _READ_KEPT_SECONDS, key, done))
+            self._forget_old(now)
+
+    def _forget_old(self, now: float) -> None:
+        finished = self._finished
+        while finished and (finished[0][0] <= now or len(finished) > _READS_KEPT):
+            _, key, done = finished.popleft()
             if self._reads.get(key) is done:
                 del self._reads[key]
 

@@ -12,13 +12,11 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from starlette.concurrency import run_in_threadpool
-
 from ..protocol.offsets import format_offset
 from ..protocol.sse import control_event, data_event, uses_base64
-from ..storage import ReadBatch, StreamInfo, StreamStore
+from ..storage import ReadBatch, StreamInfo
 from .envelope import fit_read
-from .live import TailWatcher
+from .live import SharedReads, TailWatcher
 from .responses import read_body
 
 
@@ -36,13 +34,13 @@ class SseSessions:
 
     def __init__(
         self,
-        store: StreamStore,
+        reads: SharedReads,
         watcher: TailWatcher,
         max_read_bytes: int,
         event_budget: int,
         cursor_for: Callable[[int, str | None], str],
     ) -> None:
-        self.store = store
+        self.reads = reads
         self.watcher = watcher
         self.max_read_bytes = max_read_bytes
         self.event_budget = event_budget  # the most a data event may weigh at the front door
@@ -65,9 +63,8 @@ class SseSessions:
         current: StreamInfo | None = info
         while current is not None and not current.soft_deleted:
             if position < current.tail:
-                batch = await run_in_threadpool(
-                    self.store.read, current, position, self.max_read_bytes
-                )
+                # Shared: every session woken by the same append reads the same new bytes.
+                batch = await self.reads.read(current, position, self.max_read_bytes)
                 event, batch = self._data_event(batch, current.content_type)
                 if batch.end == position:
                     return  # nothing could be read although the tail is ahead: never spin

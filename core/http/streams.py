@@ -108,7 +108,7 @@ class StreamEndpoints:
         self.watcher = TailWatcher(store, wakeups, settings.poll_interval)
         self.reads = SharedReads(store)
         self.sse = SseSessions(
-            store,
+            self.reads,
             self.watcher,
             settings.max_read_bytes,
             settings.max_response_bytes - SSE_CONTROL_ALLOWANCE,

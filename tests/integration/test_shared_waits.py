@@ -109,6 +109,47 @@ def test_long_polls_woken_by_an_append_share_its_check_and_its_read(
     assert calls.get("GetItem", 0) == 1  # the shared check after the wake-up
 
 
+@pytest.mark.parametrize("sessions", [1, 10, 100])
+def test_sse_sessions_woken_by_an_append_share_its_check_and_its_read(
+    backend: Backend, sessions: int
+) -> None:
+    # Bounded-window SSE (as under Lambda) ends after its data event, so each answer is whole.
+    update = {"sse_mode": "window", "sse_window": 900, "poll_interval": 600}
+    app = create_app(backend.settings.model_copy(update=update), backend.store)
+    meter = CallMeter()
+    meter.attach(backend.dynamodb)
+    meter.attach(backend.s3)
+    text = {"Content-Type": "text/plain"}
+
+    async def scenario() -> tuple[list[httpx.Response], dict[str, int]]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            await client.put("/v1/stream/sse", headers=text, content=b"old")
+            tail = (await client.head("/v1/stream/sse")).headers["Stream-Next-Offset"]
+            params = {"offset": tail, "live": "sse"}
+            streams = [
+                asyncio.ensure_future(client.get("/v1/stream/sse", params=params, timeout=30))
+                for _ in range(sessions)
+            ]
+            wakeups = app.state.endpoints.wakeups
+            for _ in range(600):  # until every session waits at the tail
+                if wakeups.pending() == sessions:
+                    break
+                await asyncio.sleep(0.05)
+            assert wakeups.pending() == sessions
+            meter.reset()
+            await client.post("/v1/stream/sse", headers=text, content=b"new")
+            answers = await asyncio.gather(*streams)
+            return answers, dict(meter.calls)
+
+    answers, calls = asyncio.run(scenario())
+    print(f"\n{sessions} SSE sessions woken by one append: AWS calls {calls}")
+    assert all(a.status_code == 200 and "data:new" in a.text for a in answers)
+    assert calls.get("TransactWriteItems") == 1  # the append itself
+    assert calls.get("Query", 0) <= 1  # the new data, read once for every session
+    assert calls.get("GetItem", 0) == 1  # the shared check after the wake-up
+
+
 def test_a_waiter_that_goes_away_does_not_cancel_the_shared_check(backend: Backend) -> None:
     """The check is still queued (every shared thread is busy) when one of its two waiters
     goes away: the other still gets its answer."""

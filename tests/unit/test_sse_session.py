@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from core.http.live import TailWatcher
+from core.http.live import SharedReads, TailWatcher
 from core.http.sse import SsePlan, SseSessions
 from core.http.wakeups import Wakeups
 from core.storage import ReadBatch, StreamInfo
@@ -40,7 +40,9 @@ class StuckStore:
 
 def test_a_read_that_makes_no_progress_ends_the_session() -> None:
     store = StuckStore()
-    sessions = SseSessions(store, TailWatcher(store, Wakeups(), 0.05), 1024, 16_000, lambda *_: "1")  # type: ignore[arg-type]
+    sessions = SseSessions(
+        SharedReads(store), TailWatcher(store, Wakeups(), 0.05), 1024, 16_000, lambda *_: "1"
+    )  # type: ignore[arg-type]
 
     async def run() -> list[bytes]:
         plan = SsePlan("p", 0, lifetime=30.0, stop_after_data=False)
