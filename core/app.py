@@ -94,9 +94,11 @@ def create_app(
                 return responses.refused(access)
             return await list_streams(request, store)
 
+    # The path is read from the request rather than declared as a parameter: FastAPI would
+    # build a validation model for it (and import pydantic.v1 to do so) for a plain string.
     @app.api_route(settings.base_path + "/{path:path}", methods=_METHODS)
-    async def stream(request: Request, path: str) -> Response:
-        path = parse_stream_path(path)
+    async def stream(request: Request) -> Response:
+        path = parse_stream_path(request.path_params["path"])
         method = request.method
         source = endpoints.fork_source(request) if method == "PUT" else None
         access = await admit(request, needs_for(method, path, source), path)
@@ -115,7 +117,7 @@ def create_app(
             return await endpoints.delete(path)
         return Response(status_code=204, headers={"Allow": ", ".join(_METHODS)})
 
-    @app.get("/healthz")
+    @app.get("/healthz", response_model=None)  # no model to validate a constant against
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
@@ -125,6 +127,7 @@ def create_app(
         )
         secrets.current()  # at start: a secret that cannot be read fails the start
         app.add_middleware(OriginLock, lock=settings.origin_lock, secrets=secrets)
+        app.state.origin_secrets = secrets  # for a warm-up request that must get through
     exposed_headers = ["ETag", "Location", "WWW-Authenticate", *responses.PROTOCOL_HEADERS]
     any_origin = settings.cors_origin_list == ("*",)
     # Bearer tokens travel in a header, not in cookies: browsers never need credentials mode,

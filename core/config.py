@@ -11,8 +11,7 @@ import os
 import re
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .protocol.caching import CacheRules
 
@@ -35,8 +34,18 @@ def running_in_lambda() -> bool:
     return bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="DS_", extra="ignore")
+ENV_PREFIX = "DS_"
+
+
+class Settings(BaseModel):
+    """Keyword arguments win over `DS_` variables, which win over the defaults. Reading the
+    variables is the whole of what pydantic-settings did here (pydantic converts and checks
+    the text), and importing it cost every cold start some 40 ms."""
+
+    model_config = ConfigDict(extra="ignore", validate_default=True)
+
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**{**_from_environment(), **values})
 
     table: str = "durable-streams"
     bucket: str = "durable-streams-data"
@@ -257,6 +266,18 @@ class Settings(BaseSettings):
     def sse_window_seconds(self) -> float:
         """How long a bounded-window SSE response waits for data."""
         return self.sse_window if self.sse_window is not None else self.long_poll_timeout
+
+
+def _from_environment() -> dict[str, str]:
+    """The `DS_` variables that name a setting, keyed by the setting's name (the case of a
+    variable's name does not matter, as it did not to pydantic-settings)."""
+    found = {}
+    for name, value in os.environ.items():
+        if name[: len(ENV_PREFIX)].upper() == ENV_PREFIX:
+            field = name[len(ENV_PREFIX) :].lower()
+            if field in Settings.model_fields:
+                found[field] = value
+    return found
 
 
 def _comma_list(text: str) -> tuple[str, ...]:

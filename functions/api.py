@@ -2,7 +2,8 @@
 
 Powertools gives structured JSON logs (with the request id), EMF metrics and, when
 `DS_TRACING=true`, X-Ray tracing. Inside Lambda the server answers SSE in bounded-window mode by
-itself (see `core.config.Settings.sse_mode`).
+itself (see `core.config.Settings.sse_mode`). The init also does what a first request would do
+once, and registers the SnapStart hooks (`functions._snapstart`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from core.config import load_settings
 from core.http.envelope import TEXT_MIME_TYPES
 from core.runtime import build_backend
 from core.telemetry import Metric
+
+from . import _snapstart
 
 SERVICE = "durable-streams"
 
@@ -36,9 +39,11 @@ class PowertoolsTelemetry:
 
 # Settings that cannot work here fail the function's initialisation with a readable message.
 _backend = build_backend(load_settings(), telemetry=PowertoolsTelemetry())
-_asgi = Mangum(
-    _backend.app(access_log=logger), lifespan="off", text_mime_types=list(TEXT_MIME_TYPES)
-)
+_app = _backend.app(access_log=logger)
+_asgi = Mangum(_app, lifespan="off", text_mime_types=list(TEXT_MIME_TYPES))
+_snapstart.warm_up(_asgi, _backend, _app)
+metrics.clear_metrics()  # the warm-up's requests are not traffic
+_snapstart.register_hooks(_backend)
 
 
 def _traced(function: Any) -> Any:

@@ -19,6 +19,7 @@ import json
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -86,6 +87,8 @@ class StoredValue(Generic[T]):
     `KeysUnavailable`."""
 
     RETRY_SECONDS = 10.0
+    # Every stored value of the process, for `expire_all` and `close_all_connections`.
+    _instances: weakref.WeakSet[StoredValue[Any]] = weakref.WeakSet()
 
     def __init__(
         self,
@@ -107,6 +110,22 @@ class StoredValue(Generic[T]):
         self._next_refresh = 0.0
         self._lock = threading.Lock()
         self._client: Any = None
+        StoredValue._instances.add(self)
+
+    @classmethod
+    def expire_all(cls) -> None:
+        """Every value is read again on its next use (the last good one kept if that fails):
+        for a process restored from a snapshot, whose monotonic clock says nothing of the time
+        the snapshot was kept."""
+        for value in list(cls._instances):
+            value._next_refresh = 0.0
+
+    @classmethod
+    def close_all_connections(cls) -> None:
+        """Closes the pooled connections to Secrets Manager or SSM; the next read opens one."""
+        for value in list(cls._instances):
+            if value._client is not None:
+                value._client.client.close()
 
     @property
     def stored(self) -> bool:

@@ -1,9 +1,31 @@
 """The CDN in front of the server: one policy for CloudFront and the local nginx stand-in."""
 
-from .install import InstallFailed, install_nginx, unpack_nginx_package
-from .local import INSTALL_HINT, LocalCdn, NginxNotFound, find_nginx
-from .nginx import NginxSite, render_nginx_conf
+from typing import Any
+
 from .policy import DEFAULT_POLICY, KEY_QUERY_PARAMETERS, METHOD_KEY_HEADER, CdnPolicy
+
+# The local CDN (nginx) is loaded on first use: the server itself needs only the policy, and the
+# API function imports it on every cold start.
+_LAZY = {
+    "InstallFailed": "install",
+    "install_nginx": "install",
+    "unpack_nginx_package": "install",
+    "INSTALL_HINT": "local",
+    "LocalCdn": "local",
+    "NginxNotFound": "local",
+    "find_nginx": "local",
+    "NginxSite": "nginx",
+    "render_nginx_conf": "nginx",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(name)
+
 
 __all__ = [
     "DEFAULT_POLICY",

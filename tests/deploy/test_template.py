@@ -7,8 +7,8 @@ import importlib
 import json
 import os
 import re
+import shutil
 import subprocess
-import sys
 import venv
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +36,7 @@ PSEUDO_PARAMETERS = {
     "AWS::NotificationARNs",
 }
 LAMBDA_RUNTIMES = {"python3.11", "python3.12", "python3.13"}
+SNAPSTART_RUNTIMES = {"python3.12", "python3.13"}
 DATA_ACTION_PREFIXES = ("dynamodb:", "s3:", "secretsmanager:")
 
 
@@ -234,9 +235,69 @@ def _tools() -> Path:
     return binaries
 
 
-def _run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+def _run(
+    command: list[str], path_first: Path | None = None, **kwargs: Any
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1"}
+    if path_first is not None:
+        env["PATH"] = f"{path_first}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, **kwargs)
+
+
+def test_the_api_function_starts_from_snapshots_behind_its_alias() -> None:
+    """SnapStart applies to published versions only: the function publishes one whenever it
+    changes, and everything that calls it (the Function URL, so CloudFront) calls the alias."""
+    template = load_template()
+    assert template["Globals"]["Function"]["Runtime"] in SNAPSTART_RUNTIMES
+    assert template["Parameters"]["EnableSnapStart"]["Default"] == "true"
+    on = {"!Equals": [{"!Ref": "EnableSnapStart"}, "true"]}
+    assert template["Conditions"]["SnapStartOn"] == on
+    api = template["Resources"]["ApiFunction"]["Properties"]
+    assert api["AutoPublishAlias"] == "live"
+    assert api["AutoPublishAliasAllProperties"] is True
+    assert api["VersionDeletionPolicy"] == "Delete"  # and their snapshots, billed while kept
+    assert api["SnapStart"] == {"ApplyOn": {"!If": ["SnapStartOn", "PublishedVersions", "None"]}}
+    assert "FunctionUrlConfig" in api
+    # The scheduled functions gain nothing from a faster start: no snapshots to pay for.
+    for name in ("CollectorFunction", "SealerFunction"):
+        properties = template["Resources"][name]["Properties"]
+        assert "SnapStart" not in properties and "AutoPublishAlias" not in properties
+
+
+_TRANSLATE = """
+import json, sys
+from samtranslator.translator.transform import transform
+from samtranslator.yaml_helper import yaml_parse
+
+class NoManagedPolicies:
+    def load(self):
+        return {}
+
+template = yaml_parse(sys.stdin.read())
+print(json.dumps(transform(template, {}, NoManagedPolicies())["Resources"]))
+"""
+
+
+def test_the_function_url_and_its_permissions_are_the_aliass() -> None:
+    """What SAM makes of the template: the URL (which CloudFront's origin names) targets the
+    alias, not the unpublished $LATEST that no snapshot serves."""
+    tools = _tools()
+    # SAM checks that a code location is an S3 URI; `sam deploy` puts one there.
+    source = TEMPLATE.read_text().replace("CodeUri: .", "CodeUri: s3://bucket/key")
+    translated = _run([str(tools / "python"), "-c", _TRANSLATE], input=source)
+    assert translated.returncode == 0, translated.stderr[-3000:]
+    resources = json.loads(translated.stdout)
+    alias = {"Ref": "ApiFunctionAliaslive"}
+    assert resources["ApiFunctionAliaslive"]["Type"] == "AWS::Lambda::Alias"
+    version = resources["ApiFunctionAliaslive"]["Properties"]["FunctionVersion"]["Fn::GetAtt"][0]
+    assert resources[version]["DeletionPolicy"] == "Delete"
+    assert resources["ApiFunctionUrl"]["Properties"]["TargetFunctionArn"] == alias
+    permissions = [r for r in resources.values() if r["Type"] == "AWS::Lambda::Permission"]
+    url_permissions = [
+        p["Properties"] for p in permissions if "Url" in json.dumps(p) or "Via" in json.dumps(p)
+    ]
+    assert url_permissions
+    assert all(p["FunctionName"] == alias for p in url_permissions)
 
 
 def test_cfn_lint_and_sam_validate_pass() -> None:
@@ -260,8 +321,27 @@ for event in json.loads(sys.stdin.read()):
 """
 
 
+def _runtime_python(runtime: str) -> Path | None:
+    """An interpreter of the template's runtime (`python3.13`): on PATH, or one that pyenv
+    keeps but does not put there. `sam build` needs it, and so does running the artifact
+    (its compiled dependencies are built for that version)."""
+    version = runtime.removeprefix("python")
+    candidates = [shutil.which(runtime)]
+    candidates += sorted((Path.home() / ".pyenv" / "versions").glob(f"{version}.*/bin/{runtime}"))
+    for candidate in candidates:
+        if candidate is None:
+            continue
+        answer = subprocess.run([str(candidate), "--version"], capture_output=True, text=True)
+        if answer.returncode == 0:  # a pyenv shim of a version not selected answers 127
+            return Path(candidate)
+    return None
+
+
 def test_sam_build_artifact_answers_function_url_events(tmp_path: Path, emulator: Emulator) -> None:
     tools = _tools()
+    python = _runtime_python(load_template()["Globals"]["Function"]["Runtime"])
+    if python is None:
+        pytest.skip("no interpreter of the template's runtime on this machine")
     build_dir = tmp_path / "build"
     built = _run(
         [
@@ -275,6 +355,7 @@ def test_sam_build_artifact_answers_function_url_events(tmp_path: Path, emulator
             "Architecture=x86_64",
         ],
         timeout=600,
+        path_first=python.parent,
     )
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     artifact = build_dir / "ApiFunction"
@@ -290,7 +371,7 @@ def test_sam_build_artifact_answers_function_url_events(tmp_path: Path, emulator
         ]
         # -S: no site-packages, so everything must come from the artifact itself.
         run = subprocess.run(
-            [sys.executable, "-S", "-c", _INVOKE],
+            [str(python), "-S", "-c", _INVOKE],
             input=json.dumps(events),
             cwd=artifact,
             env={
