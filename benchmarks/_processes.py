@@ -58,12 +58,18 @@ def process(
 
 @contextlib.contextmanager
 def dsaws_serve(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
-    """`dsaws serve` with `args`; yields its streams' base URL."""
+    """`dsaws serve` with `args`; yields its streams' base URL. Unless `args` say where its
+    data goes, the embedded server journals to a fresh directory, removed afterwards (never the
+    user's default one)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "core.cli", "serve", "--port", str(port), *args]
-    with process(command, f"{base}/healthz", env):
-        yield f"{base}/v1/stream"
+    with contextlib.ExitStack() as stack:
+        if not {"--aws", "--data-dir", "--in-memory"}.intersection(args):
+            data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="dsaws-bench-"))
+            args = (*args, "--data-dir", data_dir)
+        command = [sys.executable, "-m", "core.cli", "serve", "--port", str(port), *args]
+        with process(command, f"{base}/healthz", env):
+            yield f"{base}/v1/stream"
 
 
 @contextlib.contextmanager

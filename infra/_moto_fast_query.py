@@ -7,7 +7,7 @@ sort keys as DynamoDB does (by code point, which is UTF-8 byte order), and appli
 rules as moto's: the key condition, the exclusive start key, Limit and the 1 MB page, then the
 filter and the projection. Anything else (an index, a number or binary sort key, legacy
 `KeyConditions` filters, a multi-attribute key) goes to moto's own Query.
-`tests/unit/test_emulator_fast_paths.py` runs both on the same tables and compares them.
+`tests/integration/test_emulator_fast_paths.py` runs both on the same tables and compares them.
 """
 
 from __future__ import annotations

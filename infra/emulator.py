@@ -91,6 +91,7 @@ class Emulator:
         from moto.server import DomainDispatcherApplication, create_backend_app
 
         from . import (
+            _moto_fast_dispatch,
             _moto_fast_expressions,
             _moto_fast_query,
             _moto_fast_serialize,
@@ -102,6 +103,7 @@ class Emulator:
             _moto_fast_serialize,
             _moto_fast_query,
             _moto_fast_expressions,
+            _moto_fast_dispatch,
         ):
             patch.install()
         self._locked = _LockedApp(DomainDispatcherApplication(create_backend_app))

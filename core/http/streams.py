@@ -254,7 +254,9 @@ class StreamEndpoints:
 
     async def read(self, request: Request, path: str, access: Allowed = OPEN) -> Response:
         read = replace(_parse_read(request), access=access)
-        info = await run_in_threadpool(self.store.get, path)
+        # Readers arriving together (long-polls coming back after an append) share one read of
+        # the stream item, made after each of them arrived: as fresh as a read of their own.
+        info = await self.watcher.checks.get(path, not_before=time.monotonic())
         if info is None:
             return r.not_found()
         if info.soft_deleted:
@@ -262,7 +264,8 @@ class StreamEndpoints:
         position = read.start.resolve(info.tail)
         if position > info.tail:
             raise bad_request("offset is past the end of the stream")
-        await run_in_threadpool(self.store.renew, info)
+        if info.ttl_seconds is not None:  # only a sliding TTL is ever renewed by a read
+            await run_in_threadpool(self.store.renew, info)
         self.telemetry.count(Metric.READS)
 
         if read.live == "sse":

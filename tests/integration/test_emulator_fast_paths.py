@@ -13,10 +13,15 @@ import pytest
 
 from core.runtime import use_emulator_credentials
 from core.storage.aws import AwsSettings, make_clients
-from infra import _moto_fast_expressions, _moto_fast_query, _moto_fast_serialize
+from infra import (
+    _moto_fast_dispatch,
+    _moto_fast_expressions,
+    _moto_fast_query,
+    _moto_fast_serialize,
+)
 from infra.emulator import IN_PROCESS_ENDPOINT, Emulator
 
-FAST_PATHS = (_moto_fast_serialize, _moto_fast_query, _moto_fast_expressions)
+FAST_PATHS = (_moto_fast_serialize, _moto_fast_query, _moto_fast_expressions, _moto_fast_dispatch)
 
 
 @pytest.fixture(scope="module")
