@@ -45,6 +45,8 @@ def _environ(request: AWSPreparedRequest, body: bytes) -> dict[str, Any]:
         "SCRIPT_NAME": "",
         # PEP 3333: the path is unquoted, its bytes carried as latin-1.
         "PATH_INFO": unquote_to_bytes(url.path or "/").decode("latin-1"),
+        # As werkzeug's server sets it: moto takes S3 keys from the path as sent.
+        "RAW_URI": (url.path or "/") + (f"?{url.query}" if url.query else ""),
         "QUERY_STRING": url.query,
         "SERVER_NAME": host,
         "SERVER_PORT": str(url.port or (443 if url.scheme == "https" else 80)),

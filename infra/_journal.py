@@ -54,7 +54,8 @@ _READ_ACTIONS = frozenset(
 _ITEM_ACTIONS = frozenset(
     {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 )
-_KEPT_ENVIRON = ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING", "CONTENT_TYPE")
+# RAW_URI: moto takes S3 keys from the path as sent (quoted), not from PATH_INFO.
+_KEPT_ENVIRON = ("REQUEST_METHOD", "PATH_INFO", "RAW_URI", "QUERY_STRING", "CONTENT_TYPE")
 
 
 class JournalError(RuntimeError):
@@ -63,19 +64,22 @@ class JournalError(RuntimeError):
 
 @dataclass(frozen=True)
 class Record:
-    """One request as the emulator's WSGI app received it."""
+    """One request as the emulator's WSGI app received it, and the status it answered: a
+    refused write is journaled too (moto may have changed something before refusing, as an
+    UpdateItem that grows an item past its limit does), and replay expects the same status."""
 
     environ: dict[str, str]
     body: bytes
+    status: int = 200
 
     @classmethod
-    def of(cls, environ: dict[str, Any], body: bytes) -> Record:
+    def of(cls, environ: dict[str, Any], body: bytes, status: int = 200) -> Record:
         kept = {
             name: value
             for name, value in environ.items()
             if (name in _KEPT_ENVIRON or name.startswith("HTTP_")) and isinstance(value, str)
         }
-        return cls(kept, body)
+        return cls(kept, body, status)
 
     def wsgi_environ(self) -> dict[str, Any]:
         host = self.environ.get("HTTP_HOST", "emulator")
@@ -133,27 +137,54 @@ class Record:
         return None
 
     def encode(self) -> bytes:
-        payload = json.dumps(self.environ).encode() + b"\n" + self.body
+        head = json.dumps({"environ": self.environ, "status": self.status}).encode()
+        payload = head + b"\n" + self.body
         return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
     @classmethod
     def decode(cls, payload: bytes) -> Record:
         head, _, body = payload.partition(b"\n")
-        return cls(json.loads(head), body)
+        fields = json.loads(head)
+        return cls(dict(fields["environ"]), body, int(fields["status"]))
+
+
+def _decoded(data: bytes, at: int) -> tuple[Record, int] | None:
+    """The record at `at` and where the next one starts, or None if it is not a whole one."""
+    if at + _HEADER.size > len(data):
+        return None
+    length, checksum = _HEADER.unpack_from(data, at)
+    end = at + _HEADER.size + length
+    payload = data[at + _HEADER.size : end]
+    # An empty payload is never written (and zeroes, which a crash may leave, checksum to 0).
+    if length == 0 or len(payload) < length or zlib.crc32(payload) != checksum:
+        return None
+    try:
+        return Record.decode(payload), end
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _records(data: bytes) -> tuple[list[Record], int]:
     """The whole records at the start of `data`, and where the first bad one starts."""
     found: list[Record] = []
     at = 0
-    while at + _HEADER.size <= len(data):
-        length, checksum = _HEADER.unpack_from(data, at)
-        payload = data[at + _HEADER.size : at + _HEADER.size + length]
-        if len(payload) < length or zlib.crc32(payload) != checksum:
-            break
-        found.append(Record.decode(payload))
-        at += _HEADER.size + length
+    while (decoded := _decoded(data, at)) is not None:
+        record, at = decoded
+        found.append(record)
     return found, at
+
+
+def _torn_tail(data: bytes, at: int) -> bool:
+    """Whether the bad bytes from `at` on are what an interrupted last write leaves: a record
+    running past the end of the file, or zeroes. Anything else is damage in the middle, and
+    cutting there would drop the acknowledged records after it."""
+    rest = data[at:]
+    if not rest.strip(b"\0"):
+        return True
+    if len(rest) < _HEADER.size:
+        return True
+    length, _ = _HEADER.unpack_from(rest)
+    return length > 0 and _HEADER.size + length >= len(rest)
 
 
 class Journal:
@@ -175,23 +206,36 @@ class Journal:
         self._closed = False
 
     def read(self) -> list[Record]:
-        """Every whole record; a torn tail (a write cut short by a kill) is cut off."""
+        """Every whole record; a torn tail (a write cut short by a kill) is cut off. Damage
+        before the last record is refused: the records after it were acknowledged."""
         data = self.path.read_bytes() if self.path.exists() else b""
         found, good = _records(data)
         if good < len(data):
+            if not _torn_tail(data, good):
+                raise JournalError(
+                    f"{self.path} is damaged at byte {good} of {len(data)}, before its last "
+                    "record: restore it from a copy, or move it away to start empty"
+                )
             with self.path.open("r+b") as file:
                 file.truncate(good)
         return found
 
     def append(self, record: Record) -> None:
+        """Write `record` whole, or leave the file as it was and raise."""
         if self._closed:
             raise JournalError("the journal is closed: the emulator has stopped")
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            # Owner only: records carry the clients' request headers (their signatures).
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         data = record.encode()
-        written = os.write(self._fd, data)
-        while written < len(data):  # a regular file takes it all at once; this is insurance
-            written += os.write(self._fd, data[written:])
+        size = os.fstat(self._fd).st_size
+        try:
+            written = os.write(self._fd, data)
+            while written < len(data):  # a regular file takes it all at once; insurance
+                written += os.write(self._fd, data[written:])
+        except OSError:
+            os.ftruncate(self._fd, size)  # no half record for later ones to hide behind
+            raise
 
     def sync(self) -> None:
         """Make what was written survive a machine crash too, not only a killed process."""
@@ -201,7 +245,7 @@ class Journal:
     def rewrite(self, records: Iterable[Record]) -> None:
         """Replace the journal with `records`, atomically."""
         fresh = self.path.with_suffix(".compacting")
-        with fresh.open("wb") as file:
+        with os.fdopen(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:
             for record in records:
                 file.write(record.encode())
             file.flush()

@@ -9,6 +9,7 @@ never changed, so sharing it is safe.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import OrderedDict, deque
 from functools import lru_cache
@@ -51,7 +52,14 @@ def _parse(self: ConditionExpressionParser) -> Any:
     if known is None:
         names_before = len(self.expr_attr_names_found)
         values_before = len(self.expr_attr_values_found)
-        condition = _moto_parse(self)
+        # Parsed from copies of the values: moto's parsed condition keeps references to them,
+        # and the request's own values may end up in a stored item that later changes.
+        shared_values = self.expression_attribute_values
+        self.expression_attribute_values = copy.deepcopy(shared_values)
+        try:
+            condition = _moto_parse(self)
+        finally:
+            self.expression_attribute_values = shared_values
         known = (
             condition,
             self.expr_attr_names_found[names_before:],

@@ -10,6 +10,7 @@ they live in (moto files a request by its credential scope, and checks no signat
 from __future__ import annotations
 
 from collections.abc import Iterator
+from urllib.parse import quote
 
 from ._journal import Record
 from ._moto_fast_serialize import encode
@@ -40,11 +41,12 @@ def _put_item(region: str, table: str, item: dict[str, object]) -> Record:
 
 
 def _put_object(bucket: str, key: str, body: bytes) -> Record:
-    path = f"/{bucket}/{key}".encode().decode("latin-1")  # PEP 3333: bytes as latin-1
+    path = f"/{bucket}/{key}"
     return Record(
         {
             "REQUEST_METHOD": "PUT",
-            "PATH_INFO": path,
+            "PATH_INFO": path.encode().decode("latin-1"),  # PEP 3333: bytes as latin-1
+            "RAW_URI": quote(path, safe="/"),
             "HTTP_HOST": "s3.amazonaws.com",
             "HTTP_AUTHORIZATION": _authorization("us-east-1", "s3"),
         },
@@ -80,4 +82,6 @@ def object_records(buckets: set[str]) -> Iterator[Record]:
                 if bucket.name not in buckets:
                     continue
                 for name in list(bucket.keys):
-                    yield _put_object(bucket.name, name, bucket.keys[name].value)
+                    current = bucket.keys[name]
+                    if hasattr(current, "value"):  # not a delete marker
+                        yield _put_object(bucket.name, name, current.value)

@@ -35,38 +35,69 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
+# moto's state is one per process, so is the lock that serialises every request to it.
+_MOTO_LOCK = threading.Lock()
+_UNAVAILABLE = "503 Service Unavailable"
+
+
 class _LockedApp:
-    """moto's app, one request at a time; each successful change journaled before it is
-    answered when there is a journal."""
+    """moto's app, one request at a time; with a journal, every request that may have changed
+    something is journaled, with the status it got, before it is answered."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
-        self.lock = threading.Lock()
+        self.lock = _MOTO_LOCK
         self.journal: Any = None  # a `_journal.Journal`, set once replayed
+        # Why requests are refused: the emulator stopped, or its journal could not be written
+        # (memory now holds a change the journal lacks: nothing more may be acknowledged).
+        self.refusal: str | None = None
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
-        journal = self.journal
-        if journal is None:
+        if self.refusal is not None:
+            return _refuse(start_response, self.refusal)
+        if self.journal is None:
             with self.lock:
                 # Materialise the body inside the lock: moto builds it lazily in some paths.
                 return list(self.app(environ, start_response))
         from ._journal import Record
 
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-        body = environ["wsgi.input"].read(length) if length else b""
+        body = _request_body(environ)
         environ["wsgi.input"] = io.BytesIO(body)
         answered: list[Any] = []
 
         def capture(status: str, headers: Any, *exc_info: Any) -> Any:
-            answered.append(status)
-            return start_response(status, headers, *exc_info)
+            answered.append((status, headers, exc_info))
+            return lambda _: None
 
         with self.lock:
+            journal = self.journal
+            if self.refusal is not None or journal is None:
+                return _refuse(start_response, self.refusal or "the emulator has stopped")
             content = list(self.app(environ, capture))
-            record = Record.of(environ, body)
-            if answered and answered[0][:1] == "2" and record.changes_something:
-                journal.append(record)
+            status = int(answered[0][0].split(" ", 1)[0]) if answered else 500
+            record = Record.of(environ, body, status)
+            if record.changes_something:
+                try:
+                    journal.append(record)
+                except OSError as error:
+                    self.refusal = f"the journal could not be written: {error}"
+                    return _refuse(start_response, self.refusal)
+        start_response(*answered[0][:2], *answered[0][2])
         return content
+
+
+def _request_body(environ: dict[str, Any]) -> bytes:
+    length = environ.get("CONTENT_LENGTH")
+    if length:
+        return bytes(environ["wsgi.input"].read(int(length)))
+    if environ.get("wsgi.input_terminated"):  # chunked: the server marks where it ends
+        return bytes(environ["wsgi.input"].read())
+    return b""
+
+
+def _refuse(start_response: Any, reason: str) -> list[bytes]:
+    start_response(_UNAVAILABLE, [("Content-Type", "text/plain")])
+    return [f"embedded emulator: {reason}".encode()]
 
 
 def _call(app: Any, environ: dict[str, Any]) -> str:
@@ -120,20 +151,27 @@ class Emulator:
         from ._state_records import item_records, object_records
 
         journal = Journal(data_dir)
-        records = journal.read()
-        for number, record in enumerate(records):
-            status = _call(self._locked.app, record.wsgi_environ())
-            if not status.startswith("2"):
-                journal.close()
-                raise JournalError(
-                    f"{journal.path}: record {number} ({record.action or 'S3'}) could not be "
-                    f"replayed: {status}"
-                )
+        try:
+            with self._locked.lock:
+                records = journal.read()
+                self._replay(journal, records)
+        except BaseException:
+            journal.close()
+            raise
         if len(records) > COMPACT_AFTER_RECORDS:
             tables, buckets = created_resources(records)
             kept = [*resource_records(records), *item_records(tables), *object_records(buckets)]
             journal.rewrite(kept)
         self._locked.journal = journal
+
+    def _replay(self, journal: Any, records: list[Any]) -> None:
+        for number, record in enumerate(records):
+            status = _call(self._locked.app, record.wsgi_environ())
+            if int(status.split(" ", 1)[0]) != record.status:
+                raise JournalError(
+                    f"{journal.path}: record {number} ({record.action or 'S3'}) answered "
+                    f"{status} on replay, {record.status} when it was first made"
+                )
 
     def connect(self, client: Any) -> Any:
         """Answer every request of a boto3 `client` here, without a socket; returns it."""
@@ -159,9 +197,10 @@ class Emulator:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-        journal, self._locked.journal = self._locked.journal, None
-        if journal is not None:
-            with self._locked.lock:
+        with self._locked.lock:
+            journal, self._locked.journal = self._locked.journal, None
+            if journal is not None:
+                self._locked.refusal = "the emulator has stopped"
                 journal.close()
 
     def __enter__(self) -> Emulator:

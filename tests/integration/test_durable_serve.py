@@ -39,6 +39,7 @@ class Writer:
     producer: bool
     acknowledged: int = 0
     sent: list[bytes] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)  # answers that were not a success
 
     def path(self, base: str) -> str:
         return f"{base}/v1/stream/durable/{self.name}"
@@ -63,7 +64,9 @@ class Writer:
                     )
                 except httpx.TransportError:
                     return  # the server is gone
-                assert answer.status_code in (200, 204), answer.text
+                if answer.status_code not in (200, 204):
+                    self.refusals.append(f"{answer.status_code} {answer.text}")
+                    return
                 self.acknowledged = number + 1
 
     def check(self, stored: bytes) -> int:
@@ -109,6 +112,8 @@ def run_until_killed(server: ServerProcess, writers: list[Writer], seconds: floa
     stop.set()
     for thread in threads:
         thread.join(timeout=30)
+    refused = {writer.name: writer.refusals for writer in writers if writer.refusals}
+    assert not refused, f"appends refused while the server ran: {refused}"
 
 
 def reconcile(client: httpx.Client, base: str, writers: list[Writer]) -> None:

@@ -230,3 +230,26 @@ def restore(dynamodb: Any, table: str, key: dict[str, Any], item: dict[str, Any]
         dynamodb.delete_item(TableName=table, Key=key)
     else:
         dynamodb.put_item(TableName=table, Item=item)
+
+
+def test_a_cached_condition_does_not_change_with_a_stored_item(dynamodb: Any, table: str) -> None:
+    """moto's parsed condition refers to the request's values; a set stored from those values
+    and grown later must not change what the same condition means the next time."""
+    key = {"pk": {"S": "aliasing"}, "sk": {"S": "one"}}
+    put_once = {
+        "TableName": table,
+        "Key": key,
+        "UpdateExpression": "SET s = :s",
+        "ConditionExpression": "attribute_not_exists(s) OR s = :s",
+        "ExpressionAttributeValues": {":s": {"SS": ["a"]}},
+    }
+    dynamodb.update_item(**put_once)
+    dynamodb.update_item(
+        TableName=table,
+        Key=key,
+        UpdateExpression="ADD s :more",
+        ExpressionAttributeValues={":more": {"SS": ["z"]}},
+    )
+    refused = dynamodb.exceptions.ConditionalCheckFailedException
+    with pytest.raises(refused):  # the set is {a, z} now, not {a}
+        dynamodb.update_item(**put_once)

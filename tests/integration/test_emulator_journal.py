@@ -74,7 +74,17 @@ def write_some(emulator: Emulator, table: str, bucket: str) -> None:
             Item={"pk": {"S": "p2"}, "sk": {"S": "s002"}},
             ConditionExpression="attribute_not_exists(pk)",
         )
+    oversized = dynamodb.exceptions.ClientError
+    with pytest.raises(oversized):  # refused after moto changed the item: replayed alike
+        dynamodb.update_item(
+            TableName=table,
+            Key={"pk": {"S": "p2"}, "sk": {"S": "s005"}},
+            UpdateExpression="SET a = :small, b = :big, c = :big",
+            ExpressionAttributeValues={":small": {"S": "changed"}, ":big": {"B": b"x" * 250_000}},
+        )
     s3.put_object(Bucket=bucket, Key="a/b c/ü.bin", Body=b"\x00\xff" * 5000)
+    for key in ("a%41b", "semi;colon", "x%2Fy"):  # moto reads keys from the quoted path
+        s3.put_object(Bucket=bucket, Key=key, Body=key.encode())
     s3.put_object(Bucket=bucket, Key="gone", Body=b"x")
     s3.delete_object(Bucket=bucket, Key="gone")
 
@@ -115,7 +125,10 @@ def test_a_restarted_emulator_holds_what_was_written(
     try:
         assert contents(second, table, bucket) == before
         assert before[0][0]["n"] == {"N": "1"} and len(before[0]) == 29
-        assert before[1] == {"a/b c/ü.bin": b"\x00\xff" * 5000}
+        assert before[1] == {
+            "a/b c/ü.bin": b"\x00\xff" * 5000,
+            **{key: key.encode() for key in ("a%41b", "semi;colon", "x%2Fy")},
+        }
     finally:
         second.stop()
 
@@ -138,6 +151,44 @@ def test_a_torn_last_record_is_cut_off(tmp_path: Path, names: tuple[str, str]) -
         assert contents(second, table, bucket) == before
     finally:
         second.stop()
+
+
+def test_zeroes_a_crash_left_at_the_end_are_cut_off(tmp_path: Path, names: tuple[str, str]) -> None:
+    table, bucket = names
+    first = Emulator(data_dir=tmp_path)
+    write_some(first, table, bucket)
+    before = contents(first, table, bucket)
+    first.stop()
+    journal = tmp_path / JOURNAL_NAME
+    whole = journal.stat().st_size
+    with journal.open("ab") as file:  # a length and checksum of 0 would pass as a record
+        file.write(b"\0" * 4096)
+    forget(table, bucket)
+
+    second = Emulator(data_dir=tmp_path)
+    try:
+        assert journal.stat().st_size == whole
+        assert contents(second, table, bucket) == before
+    finally:
+        second.stop()
+
+
+def test_damage_before_the_last_record_is_refused_not_cut(
+    tmp_path: Path, names: tuple[str, str]
+) -> None:
+    table, bucket = names
+    first = Emulator(data_dir=tmp_path)
+    write_some(first, table, bucket)
+    first.stop()
+    journal = tmp_path / JOURNAL_NAME
+    data = bytearray(journal.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte, acknowledged records after it
+    journal.write_bytes(bytes(data))
+    forget(table, bucket)
+
+    with pytest.raises(JournalError, match="damaged at byte"):
+        Emulator(data_dir=tmp_path)
+    assert journal.read_bytes() == bytes(data)  # nothing cut
 
 
 def test_compaction_keeps_every_item_and_object(
