@@ -75,7 +75,6 @@ def _serve(args: argparse.Namespace) -> int:
 
         sealer = Sealer(backend.store, seal_policy(settings))
         sealing = BackgroundSealer(sealer, settings.seal_interval).start()
-        backend.store.on_seal_mark = sealing.wake
 
     base_url = f"http://{args.host}:{args.port}{settings.base_path}/"
     print(f"dsaws: serving Durable Streams at {base_url}", flush=True)

@@ -107,7 +107,7 @@ class Settings(BaseModel):
         "for the sealer each time this many more have arrived (default 256 KiB)",
     )
     seal_interval: float = Field(
-        1.0, ge=0, description="seconds between sealer runs inside `dsaws serve` (0: never)"
+        5.0, ge=0, description="seconds between sealer runs inside `dsaws serve` (0: never)"
     )
 
     # Access control (README, "Security"). Off: anyone who reaches the server may do anything,

@@ -128,7 +128,6 @@ class DynamoStore:
         # Commits mark a stream for the sealer each time its tail passes a multiple of this
         # (and when it closes); see `core.storage.sealer`.
         self.seal_mark_bytes = seal_mark_bytes
-        self.on_seal_mark: Callable[[], None] | None = None
         self.dynamodb = dynamodb
         self.s3 = s3
         self.table = table
@@ -368,14 +367,11 @@ class DynamoStore:
             actions.append({"Put": self.chunks.chunk_put(info.incarnation, start, payload, body)})
         if source is not None:
             actions.append({"Update": self._reference(source, info.fork_position)})
-        marked = body is not None and marks(
+        if body is not None and marks(
             info.fork_position, info.tail, info.closed, self.seal_mark_bytes
-        )
-        if marked:
+        ):
             actions.append(items.seal_mark_put(self.table, info, info.tail))
         self._write(actions)
-        if marked:
-            self._seal_wanted()
 
     def _reference(self, source: StreamInfo, position: int) -> dict[str, Any]:
         """Count one more fork on a source that is still live, as we read it."""
@@ -560,21 +556,12 @@ class DynamoStore:
                     )
                 }
             )
-        marked = marks(before.tail, after.tail, intent.close, self.seal_mark_bytes)
-        if marked:
+        if marks(before.tail, after.tail, intent.close, self.seal_mark_bytes):
             actions.append(items.seal_mark_put(self.table, before, after.tail))
         if len(actions) == 1:
             self._update_single(update)
         else:
             self._write(actions)
-        if marked:
-            self._seal_wanted()
-
-    def _seal_wanted(self) -> None:
-        """A commit marked its stream for the sealer: a sealer in this process (`dsaws serve`)
-        may start now rather than at its next sweep."""
-        if self.on_seal_mark is not None:
-            self.on_seal_mark()
 
     def _producer_put(
         self,

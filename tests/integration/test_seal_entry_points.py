@@ -107,31 +107,3 @@ def test_dsaws_serve_seals_a_stream_soon_after_it_is_closed(emulator: Emulator) 
 def _marks(backend: Backend) -> list[dict[str, object]]:
     response = backend.dynamodb.scan(TableName=backend.settings.table)
     return [i for i in response["Items"] if i["pk"]["S"].startswith(items.SEAL_PREFIX)]
-
-
-def test_dsaws_serve_seals_when_a_commit_marks_a_stream_not_at_its_next_sweep(
-    emulator: Emulator,
-) -> None:
-    suffix = uuid.uuid4().hex[:8]
-    table = bucket = f"serve-wake-{suffix}"
-    env = {**emulator_env(emulator), "DS_SEAL_INTERVAL": "600"}  # no sweep during the test
-    args = ("--aws", "--table", table, "--bucket", bucket)
-    url = "/v1/stream/bulk"
-    binary = {"Content-Type": "application/octet-stream"}
-    with ServerProcess(*args, env=env) as server, httpx.Client(base_url=server.base_url) as client:
-        assert client.put(url, headers=binary).status_code == 201
-        for n in range(10):  # 640 KiB: past the 256 KiB kept hot, so commits mark the stream
-            assert client.post(url, content=bytes([n]) * 65536, headers=binary).is_success
-        backend = build_backend(Settings(table=table, bucket=bucket), endpoint=emulator.endpoint)
-
-        def segments() -> int:
-            info = backend.store.get("bulk")
-            assert info is not None
-            return sum("pg" in item for item in partition_items(backend, info.incarnation))
-
-        deadline = time.monotonic() + 10
-        while not segments() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert segments(), "a marked stream is sealed within seconds, not at the next sweep"
-        body = client.get(url, params={"offset": "-1"}).content
-        assert body == b"".join(bytes([n]) * 65536 for n in range(10))
