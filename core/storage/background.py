@@ -1,6 +1,5 @@
 """Sealing inside a long-running server (`dsaws serve`): the sealer's sweep on a timer, in a
-thread of its own, and sooner when a commit in this process marks a stream for sealing. A
-deployment runs the same sweep as a scheduled function instead."""
+thread of its own. A deployment runs the same sweep as a scheduled function instead."""
 
 from __future__ import annotations
 
@@ -17,7 +16,6 @@ class BackgroundSealer:
         self.sealer = sealer
         self.interval = interval
         self._stop = threading.Event()
-        self._wanted = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="sealer", daemon=True)
 
     def start(self) -> BackgroundSealer:
@@ -26,19 +24,10 @@ class BackgroundSealer:
 
     def stop(self) -> None:
         self._stop.set()
-        self._wanted.set()
         self._thread.join(timeout=30)
 
-    def wake(self) -> None:
-        """Sweep now (or as soon as the sweep under way ends), not at the next interval."""
-        self._wanted.set()
-
     def _loop(self) -> None:
-        while True:
-            self._wanted.wait(self.interval)
-            self._wanted.clear()
-            if self._stop.is_set():
-                return
+        while not self._stop.wait(self.interval):
             try:
                 report = self.sealer.run()
             except Exception:  # a failed sweep is retried by the next one
