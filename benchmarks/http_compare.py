@@ -40,7 +40,9 @@ byte: every message, once, in order. Any mismatch (or an unexpected HTTP status)
 5. catch-up read: 5 MiB written in 64 KiB appends (the bulk write rate is shown too), then read
    from the start with catch-up GETs following `Stream-Next-Offset` until `Stream-Up-To-Date`
    (ours answers at most 1 MiB per response; the reference answers everything at once); the
-   median of 3 reads, MB/s (1 MB = 10^6 bytes).
+   median of 3 reads, MB/s (1 MB = 10^6 bytes). Then the same 3 reads 8 s later: history,
+   which ours has sealed into S3 segments by then (`dsaws serve` sweeps every 5 s), where a
+   read just after the write still finds the data inline in DynamoDB.
 6. long-poll fan-out: 50 readers long-poll one stream; 20 appends start 100 ms apart; latency
    per (reader, append) from just before the append is sent to that reader having it.
 
@@ -106,6 +108,9 @@ class Sizes:
     catch_up_bytes: int = 5 * KIB * KIB
     catch_up_append_bytes: int = 64 * KIB
     catch_up_reads: int = 3
+    # The same stream read again this much later: history (ours has sealed it into S3 by
+    # then: `dsaws serve` sweeps every 5 s).
+    history_after: float = 8.0
     readers: int = 50
     fan_out_appends: int = 20
     fan_out_spacing: float = 0.1  # seconds between the starts of two appends
@@ -122,6 +127,7 @@ QUICK = Sizes(
     live_gap=0.05,
     catch_up_bytes=3 * KIB * KIB,
     catch_up_reads=1,
+    history_after=0.0,
     readers=5,
     fan_out_appends=3,
 )
@@ -503,12 +509,28 @@ async def catch_up(clients: Clients, base: str, sizes: Sizes, notes: list[str]) 
             check_bytes("catch-up read", got, want)
     notes.append(f"a catch-up read of {len(want):,} bytes took {responses} response(s)")
     stored = f"{len(want) / KIB / KIB:.1f} MiB in {size // KIB} KiB appends"
-    return [
+    figures = [
         Figure("bulk append", f"bulk append, {stored}, sequential", "MB/s",
                len(want) / writing.seconds / MB, False, writing.client_cpu),
-        Figure("catch-up", f"catch-up read of {stored}, median of {sizes.catch_up_reads}",
-               "MB/s", statistics.median(rates), False, reading.client_cpu),
+        Figure("catch-up", f"catch-up read of {stored}, just written, median of "
+               f"{sizes.catch_up_reads}", "MB/s", statistics.median(rates), False,
+               reading.client_cpu),
     ]  # fmt: skip
+    if sizes.history_after > 0:
+        await asyncio.sleep(sizes.history_after)
+        history = []
+        with Timed() as rereading:
+            for _ in range(sizes.catch_up_reads):
+                started = time.perf_counter()
+                got, _ = await read_all(client, url)
+                history.append(len(got) / (time.perf_counter() - started) / MB)
+                check_bytes("history read", got, want)
+        label = f"catch-up read of the same, {sizes.history_after:.0f} s later, median of "
+        figures.append(
+            Figure("catch-up history", f"{label}{sizes.catch_up_reads}", "MB/s",
+                   statistics.median(history), False, rereading.client_cpu)
+        )  # fmt: skip
+    return figures
 
 
 class FanOutReader:
@@ -599,6 +621,7 @@ async def warm_up(clients: Clients, base: str) -> list[Figure]:
         live_gap=0.02,
         catch_up_bytes=256 * KIB,
         catch_up_reads=2,
+        history_after=0.0,
         readers=4,
         fan_out_appends=2,
         fan_out_spacing=0.02,
@@ -740,6 +763,7 @@ TARGETS = [
     Target("append p50", "ours <= 3x reference", within_3x),
     Target("append lean p50", "ours <= 3x reference", within_3x),
     Target("catch-up", "ours >= 50 MB/s", lambda ours, _: ours >= 50),
+    Target("catch-up history", "ours >= 50 MB/s", lambda ours, _: ours >= 50),
     Target("fan-out p50", "ours <= 200 ms", lambda ours, _: ours <= 200),
 ]
 
