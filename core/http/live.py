@@ -144,6 +144,16 @@ class TailWatcher:
             if time.monotonic() >= deadline:
                 return info
 
+    async def snapshot_for_waiting(self, path: str) -> StreamInfo | None:
+        """The stream item for a reader about to wait at the tail: a shared check at most one
+        poll interval old and begun after this process's last append to `path`. A waiter could
+        not do better: it learns of other instances' appends by polling at that interval. So
+        the readers a delivery sends back at once (a fan-out) share one GetItem, not one each.
+        """
+        now = time.monotonic()
+        not_before = max(now - self.poll_interval, self.wakeups.last_notified(path))
+        return await self.checks.get(path, not_before)
+
     def _next_tick(self, now: float) -> float:
         """The next instant on the grid every waiter in this process wakes on."""
         return (math.floor(now / self.poll_interval) + 1) * self.poll_interval

@@ -254,14 +254,20 @@ class StreamEndpoints:
 
     async def read(self, request: Request, path: str, access: Allowed = OPEN) -> Response:
         read = replace(_parse_read(request), access=access)
-        # Readers arriving together (long-polls coming back after an append) share one read of
-        # the stream item, made after each of them arrived: as fresh as a read of their own.
-        info = await self.watcher.checks.get(path, not_before=time.monotonic())
+        info = await self._snapshot(path, read)
         if info is None:
             return r.not_found()
         if info.soft_deleted:
             return r.gone()
         position = read.start.resolve(info.tail)
+        if position > info.tail and read.live is not None:
+            # Past a tail shared between waiters: another instance may have appended since.
+            info = await self.watcher.checks.get(path, not_before=time.monotonic())
+            if info is None:
+                return r.not_found()
+            if info.soft_deleted:
+                return r.gone()
+            position = read.start.resolve(info.tail)
         if position > info.tail:
             raise bad_request("offset is past the end of the stream")
         if info.ttl_seconds is not None:  # only a sliding TTL is ever renewed by a read
@@ -276,6 +282,15 @@ class StreamEndpoints:
             return self._tail_response(info, read, status=200)
         bound = None if read.until is None else min(read.until, info.tail)
         return await self._data_response(info, position, read, bound)
+
+    async def _snapshot(self, path: str, read: ReadRequest) -> StreamInfo | None:
+        """The stream item for this read. A catch-up read sees every append acknowledged
+        before it arrived, here or elsewhere: a check begun after its arrival, shared with the
+        readers that arrive with it. A live read may share a check up to a poll interval old
+        (`TailWatcher.snapshot_for_waiting`)."""
+        if read.live is not None:
+            return await self.watcher.snapshot_for_waiting(path)
+        return await self.watcher.checks.get(path, not_before=time.monotonic())
 
     async def _long_poll(
         self, path: str, info: StreamInfo, position: int, read: ReadRequest

@@ -14,11 +14,16 @@ import threading
 import time
 from collections import defaultdict
 
+# Notification times are kept for keys notified within this many seconds, pruned past this many.
+_NOTIFIED_SECONDS = 60.0
+_NOTIFIED_KEPT = 4096
+
 
 class Wakeups:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters: dict[str, set[asyncio.Future[float]]] = defaultdict(set)
+        self._notified: dict[str, float] = {}  # key: monotonic time of its last notify
 
     async def wait(self, key: str, timeout: float) -> float | None:
         """Return after `timeout` seconds (None), or sooner when `notify(key)` is called: then
@@ -43,9 +48,18 @@ class Wakeups:
         at = time.monotonic()
         with self._lock:
             waiters = self._waiters.pop(key, set())
+            self._notified[key] = at
+            if len(self._notified) > _NOTIFIED_KEPT:
+                for old in [k for k, t in self._notified.items() if t < at - _NOTIFIED_SECONDS]:
+                    del self._notified[old]
         for future in waiters:
             with contextlib.suppress(RuntimeError):  # its loop has already closed
                 future.get_loop().call_soon_threadsafe(_wake, future, at)
+
+    def last_notified(self, key: str) -> float:
+        """When `notify(key)` was last called (monotonic seconds; 0.0 if not lately)."""
+        with self._lock:
+            return self._notified.get(key, 0.0)
 
     def pending(self) -> int:
         with self._lock:

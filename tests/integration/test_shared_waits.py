@@ -175,3 +175,68 @@ def test_a_waiter_that_goes_away_does_not_cancel_the_shared_check(backend: Backe
         for task in busy:
             task.result(10)
     assert info is not None and info.tail == 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("readers", [1, 50])
+def test_long_polls_arriving_after_a_delivery_share_one_stream_read(
+    backend: Backend, readers: int
+) -> None:
+    """Readers sent back by one delivery arrive together: the check made after the append
+    serves all of them (it began after this process's last append and is less than a poll
+    interval old), instead of a GetItem each."""
+    update = {"long_poll_timeout": 900, "poll_interval": 600}
+    app = create_app(backend.settings.model_copy(update=update), backend.store)
+    meter = CallMeter()
+    meter.attach(backend.dynamodb)
+    text = {"Content-Type": "text/plain"}
+
+    async def scenario() -> tuple[dict[str, int], list[httpx.Response]]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            await client.put("/v1/stream/back", headers=text, content=b"old")
+            await client.post("/v1/stream/back", headers=text, content=b"new")
+            tail = (await client.head("/v1/stream/back")).headers["Stream-Next-Offset"]
+            meter.reset()
+            params = {"offset": tail, "live": "long-poll"}
+            polls = [
+                asyncio.ensure_future(client.get("/v1/stream/back", params=params, timeout=30))
+                for _ in range(readers)
+            ]
+            wakeups = app.state.endpoints.wakeups
+            for _ in range(600):
+                if wakeups.pending() == readers:
+                    break
+                await asyncio.sleep(0.05)
+            arrivals = dict(meter.calls)
+            await client.post("/v1/stream/back", headers=text, content=b"next")
+            return arrivals, await asyncio.gather(*polls)
+
+    arrivals, answers = asyncio.run(scenario())
+    print(f"\n{readers} long-polls arriving after an append: AWS calls {arrivals}")
+    assert arrivals.get("GetItem", 0) <= 1
+    assert all(a.status_code == 200 and a.content == b"next" for a in answers)
+
+
+def test_a_live_read_past_a_shared_tail_looks_again(backend: Backend) -> None:
+    """An offset another instance handed out (past the tail this one saw last) is checked
+    afresh, not refused as past the end."""
+    update = {"long_poll_timeout": 0.5, "poll_interval": 600}
+    settings = backend.settings.model_copy(update=update)
+    here, elsewhere = create_app(settings, backend.store), create_app(settings, backend.store)
+    text = {"Content-Type": "text/plain"}
+
+    async def scenario() -> httpx.Response:
+        def client(app: object) -> httpx.AsyncClient:
+            return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+
+        async with client(here) as local, client(elsewhere) as remote:
+            await local.put("/v1/stream/two", headers=text, content=b"a")
+            tail = (await local.head("/v1/stream/two")).headers["Stream-Next-Offset"]
+            params = {"offset": tail, "live": "long-poll"}
+            assert (await local.get("/v1/stream/two", params=params)).status_code == 204
+            appended = await remote.post("/v1/stream/two", headers=text, content=b"b")
+            later = {"offset": appended.headers["Stream-Next-Offset"], "live": "long-poll"}
+            return await local.get("/v1/stream/two", params=later)
+
+    answer = asyncio.run(scenario())
+    assert answer.status_code == 204, answer.text
