@@ -103,6 +103,18 @@ def forget(table: str, bucket: str) -> None:
     s3.delete_bucket(bucket)
 
 
+def written_and_stopped(
+    directory: Path, table: str, bucket: str
+) -> tuple[list[Any], dict[str, bytes]]:
+    """`write_some` through an emulator journaling to `directory`, then stopped; returns what
+    it held."""
+    first = Emulator(data_dir=directory)
+    write_some(first, table, bucket)
+    held = contents(first, table, bucket)
+    first.stop()
+    return held
+
+
 def journal_length(directory: Path) -> int:
     journal = Journal(directory)
     try:
@@ -115,10 +127,7 @@ def test_a_restarted_emulator_holds_what_was_written(
     tmp_path: Path, names: tuple[str, str]
 ) -> None:
     table, bucket = names
-    first = Emulator(data_dir=tmp_path)
-    write_some(first, table, bucket)
-    before = contents(first, table, bucket)
-    first.stop()
+    before = written_and_stopped(tmp_path, table, bucket)
     forget(table, bucket)
 
     second = Emulator(data_dir=tmp_path)
@@ -133,36 +142,22 @@ def test_a_restarted_emulator_holds_what_was_written(
         second.stop()
 
 
-def test_a_torn_last_record_is_cut_off(tmp_path: Path, names: tuple[str, str]) -> None:
+@pytest.mark.parametrize(
+    "tail",
+    [
+        pytest.param(b"\x00\x00\x10\x00garbage", id="a record the kill cut short"),
+        pytest.param(b"\0" * 4096, id="zeroes (a length and checksum of 0 would pass)"),
+    ],
+)
+def test_what_a_crash_leaves_after_the_last_record_is_cut_off(
+    tmp_path: Path, names: tuple[str, str], tail: bytes
+) -> None:
     table, bucket = names
-    first = Emulator(data_dir=tmp_path)
-    write_some(first, table, bucket)
-    before = contents(first, table, bucket)
-    first.stop()
+    before = written_and_stopped(tmp_path, table, bucket)
     journal = tmp_path / JOURNAL_NAME
     whole = journal.stat().st_size
-    with journal.open("ab") as file:  # a write the kill cut short
-        file.write(b"\x00\x00\x10\x00garbage")
-    forget(table, bucket)
-
-    second = Emulator(data_dir=tmp_path)
-    try:
-        assert journal.stat().st_size == whole
-        assert contents(second, table, bucket) == before
-    finally:
-        second.stop()
-
-
-def test_zeroes_a_crash_left_at_the_end_are_cut_off(tmp_path: Path, names: tuple[str, str]) -> None:
-    table, bucket = names
-    first = Emulator(data_dir=tmp_path)
-    write_some(first, table, bucket)
-    before = contents(first, table, bucket)
-    first.stop()
-    journal = tmp_path / JOURNAL_NAME
-    whole = journal.stat().st_size
-    with journal.open("ab") as file:  # a length and checksum of 0 would pass as a record
-        file.write(b"\0" * 4096)
+    with journal.open("ab") as file:
+        file.write(tail)
     forget(table, bucket)
 
     second = Emulator(data_dir=tmp_path)
@@ -177,9 +172,7 @@ def test_damage_before_the_last_record_is_refused_not_cut(
     tmp_path: Path, names: tuple[str, str]
 ) -> None:
     table, bucket = names
-    first = Emulator(data_dir=tmp_path)
-    write_some(first, table, bucket)
-    first.stop()
+    written_and_stopped(tmp_path, table, bucket)
     journal = tmp_path / JOURNAL_NAME
     data = bytearray(journal.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte, acknowledged records after it
@@ -195,10 +188,7 @@ def test_compaction_keeps_every_item_and_object(
     tmp_path: Path, names: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table, bucket = names
-    first = Emulator(data_dir=tmp_path)
-    write_some(first, table, bucket)
-    before = contents(first, table, bucket)
-    first.stop()
+    before = written_and_stopped(tmp_path, table, bucket)
     records_before = journal_length(tmp_path)
     forget(table, bucket)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import httpx
 import pytest
@@ -68,13 +69,26 @@ def test_an_append_wakes_every_waiter_with_one_shared_check(backend: Backend) ->
     assert meter.calls["GetItem"] == 1
 
 
+# How each live mode waits: the settings, the request, and what a woken reader must get. No
+# grid poll falls inside the test: the append's wake-up is the only reason to look. SSE runs
+# in bounded-window mode (as under Lambda): it ends after its data event, so each answer is
+# whole.
+LIVE_MODES = {
+    "long-poll": ({"long_poll_timeout": 900, "poll_interval": 600}, lambda a: a.content == b"new"),
+    "sse": (
+        {"sse_mode": "window", "sse_window": 900, "poll_interval": 600},
+        lambda a: "data:new" in a.text,
+    ),
+}
+
+
 @pytest.mark.parametrize("waiters", [1, 10, 100])
-def test_long_polls_woken_by_an_append_share_its_check_and_its_read(
-    backend: Backend, waiters: int
+@pytest.mark.parametrize("mode", list(LIVE_MODES))
+def test_live_readers_woken_by_an_append_share_its_check_and_its_read(
+    backend: Backend, mode: str, waiters: int
 ) -> None:
-    # No grid poll falls inside the test: the append's wake-up is the only reason to look.
-    settings = backend.settings.model_copy(update={"long_poll_timeout": 900, "poll_interval": 600})
-    app = create_app(settings, backend.store)
+    update, delivered = LIVE_MODES[mode]
+    app = create_app(backend.settings.model_copy(update=update), backend.store)
     meter = CallMeter()
     meter.attach(backend.dynamodb)
     meter.attach(backend.s3)
@@ -85,69 +99,33 @@ def test_long_polls_woken_by_an_append_share_its_check_and_its_read(
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
             await client.put("/v1/stream/live", headers=text, content=b"old")
             tail = (await client.head("/v1/stream/live")).headers["Stream-Next-Offset"]
-            params = {"offset": tail, "live": "long-poll"}
-            polls = [
+            params = {"offset": tail, "live": mode}
+            readers = [
                 asyncio.ensure_future(client.get("/v1/stream/live", params=params, timeout=30))
                 for _ in range(waiters)
             ]
-            wakeups = app.state.endpoints.wakeups
-            for _ in range(600):  # until every long-poll waits (a busy machine is slower)
-                if wakeups.pending() == waiters:
-                    break
-                await asyncio.sleep(0.05)
-            assert wakeups.pending() == waiters
+            await every_one_waiting(app, waiters)
             meter.reset()
             await client.post("/v1/stream/live", headers=text, content=b"new")
-            answers = await asyncio.gather(*polls)
+            answers = await asyncio.gather(*readers)
             return answers, dict(meter.calls)
 
     answers, calls = asyncio.run(scenario())
-    print(f"\n{waiters} long-polls woken by one append: AWS calls {calls}")
-    assert all(a.status_code == 200 and a.content == b"new" for a in answers)
+    print(f"\n{waiters} {mode} readers woken by one append: AWS calls {calls}")
+    assert all(a.status_code == 200 and delivered(a) for a in answers)
     assert calls.get("TransactWriteItems") == 1  # the append itself
-    assert calls.get("Query", 0) <= 1  # the new data, read once for every waiter
+    assert calls.get("Query", 0) <= 1  # the new data, read once for every reader
     assert calls.get("GetItem", 0) == 1  # the shared check after the wake-up
 
 
-@pytest.mark.parametrize("sessions", [1, 10, 100])
-def test_sse_sessions_woken_by_an_append_share_its_check_and_its_read(
-    backend: Backend, sessions: int
-) -> None:
-    # Bounded-window SSE (as under Lambda) ends after its data event, so each answer is whole.
-    update = {"sse_mode": "window", "sse_window": 900, "poll_interval": 600}
-    app = create_app(backend.settings.model_copy(update=update), backend.store)
-    meter = CallMeter()
-    meter.attach(backend.dynamodb)
-    meter.attach(backend.s3)
-    text = {"Content-Type": "text/plain"}
-
-    async def scenario() -> tuple[list[httpx.Response], dict[str, int]]:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-            await client.put("/v1/stream/sse", headers=text, content=b"old")
-            tail = (await client.head("/v1/stream/sse")).headers["Stream-Next-Offset"]
-            params = {"offset": tail, "live": "sse"}
-            streams = [
-                asyncio.ensure_future(client.get("/v1/stream/sse", params=params, timeout=30))
-                for _ in range(sessions)
-            ]
-            wakeups = app.state.endpoints.wakeups
-            for _ in range(600):  # until every session waits at the tail
-                if wakeups.pending() == sessions:
-                    break
-                await asyncio.sleep(0.05)
-            assert wakeups.pending() == sessions
-            meter.reset()
-            await client.post("/v1/stream/sse", headers=text, content=b"new")
-            answers = await asyncio.gather(*streams)
-            return answers, dict(meter.calls)
-
-    answers, calls = asyncio.run(scenario())
-    print(f"\n{sessions} SSE sessions woken by one append: AWS calls {calls}")
-    assert all(a.status_code == 200 and "data:new" in a.text for a in answers)
-    assert calls.get("TransactWriteItems") == 1  # the append itself
-    assert calls.get("Query", 0) <= 1  # the new data, read once for every session
-    assert calls.get("GetItem", 0) == 1  # the shared check after the wake-up
+async def every_one_waiting(app: Any, waiters: int) -> None:
+    """Until `waiters` readers wait at the tail (a busy machine is slower)."""
+    wakeups = app.state.endpoints.wakeups
+    for _ in range(600):
+        if wakeups.pending() == waiters:
+            break
+        await asyncio.sleep(0.05)
+    assert wakeups.pending() == waiters
 
 
 def test_a_waiter_that_goes_away_does_not_cancel_the_shared_check(backend: Backend) -> None:
@@ -202,11 +180,7 @@ def test_long_polls_arriving_after_a_delivery_share_one_stream_read(
                 asyncio.ensure_future(client.get("/v1/stream/back", params=params, timeout=30))
                 for _ in range(readers)
             ]
-            wakeups = app.state.endpoints.wakeups
-            for _ in range(600):
-                if wakeups.pending() == readers:
-                    break
-                await asyncio.sleep(0.05)
+            await every_one_waiting(app, readers)
             arrivals = dict(meter.calls)
             await client.post("/v1/stream/back", headers=text, content=b"next")
             return arrivals, await asyncio.gather(*polls)
