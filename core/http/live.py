@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from ..storage import ReadBatch, StreamInfo, StreamStore
-from .wakeups import Wakeups
+from .wakeups import NOTIFIED_REMEMBERED, Wakeups
 
 T = TypeVar("T")
 # Finished checks are remembered this long (seconds), for waiters that woke before they began.
@@ -145,13 +145,15 @@ class TailWatcher:
                 return info
 
     async def snapshot_for_waiting(self, path: str) -> StreamInfo | None:
-        """The stream item for a reader about to wait at the tail: a shared check at most one
-        poll interval old and begun after this process's last append to `path`. A waiter could
-        not do better: it learns of other instances' appends by polling at that interval. So
-        the readers a delivery sends back at once (a fan-out) share one GetItem, not one each.
-        """
+        """The stream item for a reader that will wait at the tail if the stream is as it was:
+        a shared check at most one poll interval old and begun after this process's last change
+        to `path`. A waiter could not do better: it learns of other instances' appends by
+        polling at that interval. So the readers a delivery sends back at once (a fan-out)
+        share one GetItem, not one each. The caller uses it only if it would wait."""
         now = time.monotonic()
-        not_before = max(now - self.poll_interval, self.wakeups.last_notified(path))
+        # Never older than the last notification remembered: it may be past a local change.
+        window = min(self.poll_interval, NOTIFIED_REMEMBERED)
+        not_before = max(now - window, self.wakeups.last_notified(path))
         return await self.checks.get(path, not_before)
 
     def _next_tick(self, now: float) -> float:

@@ -89,6 +89,18 @@ _SSE_SHAPE = ReadShape(ReadMode.SSE, has_data=False, at_tail=False, closed=False
 _READ_MODES = {None: ReadMode.CATCH_UP, "long-poll": ReadMode.LONG_POLL, "sse": ReadMode.SSE}
 
 
+def _only_waits(info: StreamInfo, read: ReadRequest) -> bool:
+    """Whether a live read of `info` would wait at its tail: the stream is there and open, and
+    the read starts exactly at its tail. Anything else (a 404 or 410, data to send, a close to
+    report, an expiry) must be decided on a fresh check."""
+    return (
+        not info.soft_deleted
+        and not info.closed
+        and not info.is_expired(time.time())
+        and read.start.resolve(info.tail) == info.tail
+    )
+
+
 def _read_mode(read: ReadRequest) -> ReadMode:
     return _READ_MODES[read.live]
 
@@ -122,6 +134,8 @@ class StreamEndpoints:
         location = self._location(request, path)
 
         outcome = await run_in_threadpool(self.store.create, path, spec)
+        # Shared checks begun before the create must no longer answer readers of the path.
+        self.wakeups.notify(path)
 
         return r.create_response(outcome, location)
 
@@ -260,14 +274,6 @@ class StreamEndpoints:
         if info.soft_deleted:
             return r.gone()
         position = read.start.resolve(info.tail)
-        if position > info.tail and read.live is not None:
-            # Past a tail shared between waiters: another instance may have appended since.
-            info = await self.watcher.checks.get(path, not_before=time.monotonic())
-            if info is None:
-                return r.not_found()
-            if info.soft_deleted:
-                return r.gone()
-            position = read.start.resolve(info.tail)
         if position > info.tail:
             raise bad_request("offset is past the end of the stream")
         if info.ttl_seconds is not None:  # only a sliding TTL is ever renewed by a read
@@ -284,12 +290,15 @@ class StreamEndpoints:
         return await self._data_response(info, position, read, bound)
 
     async def _snapshot(self, path: str, read: ReadRequest) -> StreamInfo | None:
-        """The stream item for this read. A catch-up read sees every append acknowledged
-        before it arrived, here or elsewhere: a check begun after its arrival, shared with the
-        readers that arrive with it. A live read may share a check up to a poll interval old
-        (`TailWatcher.snapshot_for_waiting`)."""
-        if read.live is not None:
-            return await self.watcher.snapshot_for_waiting(path)
+        """The stream item for this read: a check begun after the read arrived (shared with the
+        readers that arrive with it), so it sees every change acknowledged before, here or
+        elsewhere. Except for a live read that would only wait at the tail of a live stream:
+        for it a shared check up to a poll interval old serves (`snapshot_for_waiting`), since
+        waiting is all it would do with a fresher one until the next poll."""
+        if read.live is not None and read.start.kind is not StartKind.NOW:
+            shared = await self.watcher.snapshot_for_waiting(path)
+            if shared is not None and _only_waits(shared, read):
+                return shared
         return await self.watcher.checks.get(path, not_before=time.monotonic())
 
     async def _long_poll(

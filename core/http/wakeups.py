@@ -12,18 +12,18 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 
-# Notification times are kept for keys notified within this many seconds, pruned past this many.
-_NOTIFIED_SECONDS = 60.0
-_NOTIFIED_KEPT = 4096
+# How long the time of a key's last notification is remembered (seconds).
+NOTIFIED_REMEMBERED = 60.0
 
 
 class Wakeups:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters: dict[str, set[asyncio.Future[float]]] = defaultdict(set)
-        self._notified: dict[str, float] = {}  # key: monotonic time of its last notify
+        # key: monotonic time of its last notify, oldest first
+        self._notified: OrderedDict[str, float] = OrderedDict()
 
     async def wait(self, key: str, timeout: float) -> float | None:
         """Return after `timeout` seconds (None), or sooner when `notify(key)` is called: then
@@ -48,16 +48,18 @@ class Wakeups:
         at = time.monotonic()
         with self._lock:
             waiters = self._waiters.pop(key, set())
+            self._notified.pop(key, None)
             self._notified[key] = at
-            if len(self._notified) > _NOTIFIED_KEPT:
-                for old in [k for k, t in self._notified.items() if t < at - _NOTIFIED_SECONDS]:
-                    del self._notified[old]
+            notified = self._notified
+            while notified and next(iter(notified.values())) < at - NOTIFIED_REMEMBERED:
+                notified.popitem(last=False)
         for future in waiters:
             with contextlib.suppress(RuntimeError):  # its loop has already closed
                 future.get_loop().call_soon_threadsafe(_wake, future, at)
 
     def last_notified(self, key: str) -> float:
-        """When `notify(key)` was last called (monotonic seconds; 0.0 if not lately)."""
+        """When `notify(key)` was last called (monotonic seconds), if within the last
+        `NOTIFIED_REMEMBERED` seconds; 0.0 otherwise."""
         with self._lock:
             return self._notified.get(key, 0.0)
 

@@ -191,26 +191,74 @@ def test_long_polls_arriving_after_a_delivery_share_one_stream_read(
     assert all(a.status_code == 200 and a.content == b"next" for a in answers)
 
 
+def _apps(backend: Backend, count: int) -> list[Any]:
+    """Apps on one store, as Lambda instances are: no shared memory. A poll interval longer
+    than the test, so every check a live read could share is young enough."""
+    update = {"long_poll_timeout": 0.3, "poll_interval": 600}
+    settings = backend.settings.model_copy(update=update)
+    return [create_app(settings, backend.store) for _ in range(count)]
+
+
+def _client(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+
+
+TEXT = {"Content-Type": "text/plain"}
+
+
 def test_a_live_read_past_a_shared_tail_looks_again(backend: Backend) -> None:
     """An offset another instance handed out (past the tail this one saw last) is checked
     afresh, not refused as past the end."""
-    update = {"long_poll_timeout": 0.5, "poll_interval": 600}
-    settings = backend.settings.model_copy(update=update)
-    here, elsewhere = create_app(settings, backend.store), create_app(settings, backend.store)
-    text = {"Content-Type": "text/plain"}
+    here, elsewhere = _apps(backend, 2)
 
     async def scenario() -> httpx.Response:
-        def client(app: object) -> httpx.AsyncClient:
-            return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
-
-        async with client(here) as local, client(elsewhere) as remote:
-            await local.put("/v1/stream/two", headers=text, content=b"a")
+        async with _client(here) as local, _client(elsewhere) as remote:
+            await local.put("/v1/stream/two", headers=TEXT, content=b"a")
             tail = (await local.head("/v1/stream/two")).headers["Stream-Next-Offset"]
             params = {"offset": tail, "live": "long-poll"}
             assert (await local.get("/v1/stream/two", params=params)).status_code == 204
-            appended = await remote.post("/v1/stream/two", headers=text, content=b"b")
+            appended = await remote.post("/v1/stream/two", headers=TEXT, content=b"b")
             later = {"offset": appended.headers["Stream-Next-Offset"], "live": "long-poll"}
             return await local.get("/v1/stream/two", params=later)
 
     answer = asyncio.run(scenario())
     assert answer.status_code == 204, answer.text
+
+
+def test_a_stream_re_created_elsewhere_is_never_read_from_a_shared_check(
+    backend: Backend,
+) -> None:
+    """Deleted and created again on another instance, within a poll interval of this one's
+    last check: a live read at the new stream's offset gets nothing of the old stream."""
+    here, elsewhere = _apps(backend, 2)
+
+    async def scenario() -> httpx.Response:
+        async with _client(here) as local, _client(elsewhere) as remote:
+            await local.put("/v1/stream/again", headers=TEXT, content=b"o" * 1000)
+            tail = (await local.head("/v1/stream/again")).headers["Stream-Next-Offset"]
+            waiting = {"offset": tail, "live": "long-poll"}
+            assert (await local.get("/v1/stream/again", params=waiting)).status_code == 204
+            assert (await remote.delete("/v1/stream/again")).status_code == 204
+            created = await remote.put("/v1/stream/again", headers=TEXT, content=b"n" * 10)
+            assert created.status_code == 201
+            offset = created.headers["Stream-Next-Offset"]
+            params = {"offset": offset, "live": "long-poll"}
+            return await local.get("/v1/stream/again", params=params)
+
+    answer = asyncio.run(scenario())
+    assert answer.status_code == 204, (answer.status_code, answer.text[:50])  # nothing new yet
+
+
+def test_a_stream_created_here_is_found_by_the_next_live_read(backend: Backend) -> None:
+    """A live read answered 404 before the create must not make the next one 404 too."""
+    (here,) = _apps(backend, 1)
+
+    async def scenario() -> tuple[int, int]:
+        async with _client(here) as client:
+            params = {"offset": "-1", "live": "long-poll"}
+            before = (await client.get("/v1/stream/new", params=params)).status_code
+            assert (await client.put("/v1/stream/new", headers=TEXT)).status_code == 201
+            after = (await client.get("/v1/stream/new", params=params)).status_code
+            return before, after
+
+    assert asyncio.run(scenario()) == (404, 204)
