@@ -39,24 +39,14 @@ from core.auth.keys import StoredValue
 from core.auth.origin import ORIGIN_SECRET_HEADER
 from core.runtime import Backend
 
+from ._events import LambdaContext, function_url_event
+
 Asgi = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 # Under the stream root, so the stream route runs; the answers never reach AWS.
 _WARM_UP_STREAM = "warm-up"
 _HOST = "warm-up.invalid"
-
-
-class _Context:
-    """What Mangum reads of a Lambda context."""
-
-    aws_request_id = "warm-up"
-    function_name = "warm-up"
-    function_version = "$LATEST"
-    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:warm-up"
-    memory_limit_in_mb = 128
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
+_SOURCE_IP = "127.0.0.1"
 
 
 class _Body:
@@ -102,46 +92,21 @@ def _quiet() -> Iterator[None]:
         logging.disable(previous)
 
 
-def _event(method: str, path: str, headers: dict[str, str], body: str = "") -> dict[str, Any]:
-    """A Function URL event (payload 2.0), as Lambda delivers one."""
-    return {
-        "version": "2.0",
-        "routeKey": "$default",
-        "rawPath": path,
-        "rawQueryString": "",
-        "headers": {"host": _HOST, **headers},
-        "requestContext": {
-            "domainName": _HOST,
-            "http": {
-                "method": method,
-                "path": path,
-                "protocol": "HTTP/1.1",
-                "sourceIp": "127.0.0.1",
-                "userAgent": "warm-up",
-            },
-            "requestId": "warm-up",
-            "routeKey": "$default",
-            "stage": "$default",
-        },
-        "isBase64Encoded": False,
-        "body": body,
-    }
-
-
 def warm_up_events(backend: Backend, app: Any) -> list[dict[str, Any]]:
     """The health check, then a read, a metadata read and an append of a stream that does not
     exist (each answered 404 by the store, or refused by access control before it), carrying
     the origin secret when the origin is locked so that they get past the lock."""
-    headers = {"content-type": "text/plain"}
+    host = [("host", _HOST)]
+    headers = [*host, ("content-type", "text/plain")]
     secrets: StoredValue[tuple[str, ...]] | None = getattr(app.state, "origin_secrets", None)
     if secrets is not None:
-        headers[ORIGIN_SECRET_HEADER] = secrets.current()[0]
+        headers.append((ORIGIN_SECRET_HEADER, secrets.current()[0]))
     path = f"{backend.settings.base_path}/{_WARM_UP_STREAM}"
     return [
-        _event("GET", "/healthz", {}),
-        _event("HEAD", path, headers),
-        _event("GET", path, headers),
-        _event("POST", path, headers, body="x"),
+        function_url_event("GET", "/healthz", host, b"", _SOURCE_IP),
+        function_url_event("HEAD", path, headers, b"", _SOURCE_IP),
+        function_url_event("GET", path, headers, b"", _SOURCE_IP),
+        function_url_event("POST", path, headers, b"x", _SOURCE_IP),
     ]
 
 
@@ -168,7 +133,8 @@ def warm_up(asgi: Asgi, backend: Backend, app: Any) -> list[int]:
     # codec, imported on first use (with unicodedata and stringprep).
     _WARM_UP_STREAM.encode("idna")
     with _quiet(), _answered_in_process([backend.dynamodb]):
-        statuses = [asgi(event, _Context())["statusCode"] for event in warm_up_events(backend, app)]
+        events = warm_up_events(backend, app)
+        statuses = [asgi(event, LambdaContext())["statusCode"] for event in events]
         _prime_operations(backend)
     return statuses
 

@@ -15,33 +15,15 @@ import asyncio
 import base64
 import os
 import sys
-import time
-import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+
+from functions._events import LambdaContext, function_url_event
+
+__all__ = ["LambdaContext", "function_url_event", "lambda_environment", "make_request_handler"]
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
-
-_TEXT_TYPES = ("text/", "application/json", "application/x-www-form-urlencoded")
-
-
-class LambdaContext:
-    """The attributes Powertools and Mangum read from a Lambda context."""
-
-    def __init__(self, timeout_seconds: float = 30.0) -> None:
-        self.aws_request_id = str(uuid.uuid4())
-        self.function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "dsaws-bridge")
-        self.function_version = "$LATEST"
-        self.memory_limit_in_mb = 512
-        self.invoked_function_arn = (
-            f"arn:aws:lambda:us-east-1:000000000000:function:{self.function_name}"
-        )
-        self._deadline = time.monotonic() + timeout_seconds
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
 def lambda_environment(endpoint: str, table: str, bucket: str) -> dict[str, str]:
@@ -58,68 +40,6 @@ def lambda_environment(endpoint: str, table: str, bucket: str) -> dict[str, str]
         "POWERTOOLS_METRICS_NAMESPACE": "DurableStreams",
         "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
     }
-
-
-def function_url_event(
-    method: str, target: str, headers: list[tuple[str, str]], body: bytes, source_ip: str
-) -> dict[str, Any]:
-    split = urlsplit(target)
-    joined: dict[str, str] = {}
-    cookies: list[str] = []
-    for name, value in headers:
-        key = name.lower()
-        if key == "cookie":
-            cookies.extend(part.strip() for part in value.split(";") if part.strip())
-            continue
-        joined[key] = f"{joined[key]},{value}" if key in joined else value
-    joined.setdefault("host", "localhost")  # a Function URL always names its own domain
-    query: dict[str, str] = {}
-    for key, value in parse_qsl(split.query, keep_blank_values=True):
-        query[key] = f"{query[key]},{value}" if key in query else value
-    content_type = joined.get("content-type", "")
-    is_text = content_type.startswith(_TEXT_TYPES) and _is_utf8(body)
-    now = time.time()
-    event: dict[str, Any] = {
-        "version": "2.0",
-        "routeKey": "$default",
-        "rawPath": split.path,
-        "rawQueryString": split.query,
-        "headers": joined,
-        "requestContext": {
-            "accountId": "anonymous",
-            "apiId": "bridge",
-            "domainName": joined.get("host", "localhost"),
-            "domainPrefix": "bridge",
-            "http": {
-                "method": method,
-                "path": split.path,
-                "protocol": "HTTP/1.1",
-                "sourceIp": source_ip,
-                "userAgent": joined.get("user-agent", ""),
-            },
-            "requestId": str(uuid.uuid4()),
-            "routeKey": "$default",
-            "stage": "$default",
-            "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
-            "timeEpoch": int(now * 1000),
-        },
-        "isBase64Encoded": bool(body) and not is_text,
-    }
-    if cookies:
-        event["cookies"] = cookies
-    if query:
-        event["queryStringParameters"] = query
-    if body:
-        event["body"] = body.decode("utf-8") if is_text else base64.b64encode(body).decode()
-    return event
-
-
-def _is_utf8(body: bytes) -> bool:
-    try:
-        body.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def make_request_handler(handler: Handler) -> type[BaseHTTPRequestHandler]:
