@@ -1,7 +1,6 @@
 """The CDN in front of the server: one policy for CloudFront and the local nginx stand-in."""
 
-from typing import Any
-
+from .._lazy import lazy_exports
 from .policy import DEFAULT_POLICY, KEY_QUERY_PARAMETERS, METHOD_KEY_HEADER, CdnPolicy
 
 # The local CDN (nginx) is loaded on first use: the server itself needs only the policy, and the
@@ -17,14 +16,7 @@ _LAZY = {
     "NginxSite": "nginx",
     "render_nginx_conf": "nginx",
 }
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from importlib import import_module
-
-        return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(name)
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

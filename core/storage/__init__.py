@@ -1,7 +1,6 @@
 """The stream store: one interface, one implementation on DynamoDB + S3."""
 
-from typing import Any
-
+from .._lazy import lazy_exports
 from ._seal_plan import SealPolicy
 from .base import StreamStore
 from .dynamo import DynamoStore
@@ -24,14 +23,7 @@ from .model import (
 # The collector and the sealer run in functions of their own (and `dsaws`): the API function,
 # which imports this package on every cold start, never loads them.
 _LAZY = {"CollectionReport": "gc", "Collector": "gc", "SealReport": "sealer", "Sealer": "sealer"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from importlib import import_module
-
-        return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(name)
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
