@@ -37,38 +37,53 @@ def _request_body(request: AWSPreparedRequest) -> bytes:
     return body.read()  # a file-like body (S3 uploads)
 
 
-def _environ(request: AWSPreparedRequest, body: bytes) -> dict[str, Any]:
-    url = urlsplit(request.url)
-    host = url.hostname or "localhost"
-    environ: dict[str, Any] = {
-        "REQUEST_METHOD": request.method,
+def wsgi_environ(request: dict[str, str], body: bytes, url_scheme: str = "http") -> dict[str, Any]:
+    """The environ a WSGI app is called with, for a request given by its CGI variables
+    (`REQUEST_METHOD`, `PATH_INFO`, `HTTP_*`, ...; the server's own are derived from
+    `HTTP_HOST` where missing) and its body."""
+    host, _, port = request.get("HTTP_HOST", "localhost").partition(":")
+    return {
         "SCRIPT_NAME": "",
-        # PEP 3333: the path is unquoted, its bytes carried as latin-1.
-        "PATH_INFO": unquote_to_bytes(url.path or "/").decode("latin-1"),
-        # As werkzeug's server sets it: moto takes S3 keys from the path as sent.
-        "RAW_URI": (url.path or "/") + (f"?{url.query}" if url.query else ""),
-        "QUERY_STRING": url.query,
+        "QUERY_STRING": "",
         "SERVER_NAME": host,
-        "SERVER_PORT": str(url.port or (443 if url.scheme == "https" else 80)),
+        "SERVER_PORT": port or ("443" if url_scheme == "https" else "80"),
         "SERVER_PROTOCOL": "HTTP/1.1",
+        **request,
         "CONTENT_LENGTH": str(len(body)),
         "wsgi.version": (1, 0),
-        "wsgi.url_scheme": url.scheme,
+        "wsgi.url_scheme": url_scheme,
         "wsgi.input": io.BytesIO(body),
         "wsgi.errors": sys.stderr,
         "wsgi.multithread": True,
         "wsgi.multiprocess": False,
         "wsgi.run_once": False,
+    }
+
+
+def status_code(status: str) -> int:
+    """The code of a WSGI status line (`"200 OK"`)."""
+    return int(status.split(" ", 1)[0])
+
+
+def _environ(request: AWSPreparedRequest, body: bytes) -> dict[str, Any]:
+    url = urlsplit(request.url)
+    variables = {
+        "REQUEST_METHOD": request.method,
+        # PEP 3333: the path is unquoted, its bytes carried as latin-1.
+        "PATH_INFO": unquote_to_bytes(url.path or "/").decode("latin-1"),
+        # As werkzeug's server sets it: moto takes S3 keys from the path as sent.
+        "RAW_URI": (url.path or "/") + (f"?{url.query}" if url.query else ""),
+        "QUERY_STRING": url.query,
         "HTTP_HOST": url.netloc,
     }
     for name, value in request.headers.items():
         text = value.decode() if isinstance(value, bytes) else value
         key = name.upper().replace("-", "_")
         if key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-            environ[key] = text
+            variables[key] = text
         else:
-            environ[f"HTTP_{key}"] = text
-    return environ
+            variables[f"HTTP_{key}"] = text
+    return wsgi_environ(variables, body, url.scheme)
 
 
 class InProcessTransport:
@@ -87,7 +102,7 @@ class InProcessTransport:
         answer: dict[str, Any] = {}
 
         def start_response(status: str, headers: list[tuple[str, str]], *_: Any) -> None:
-            answer["status"] = int(status.split(" ", 1)[0])
+            answer["status"] = status_code(status)
             answer["headers"] = HeadersDict(headers)
 
         content = b"".join(self._app(_environ(request, body), start_response))

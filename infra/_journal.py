@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import io
 import json
 import os
 import struct
-import sys
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ._in_process import wsgi_environ
 
 JOURNAL_NAME = "journal.bin"
 LOCK_NAME = "lock"
@@ -82,23 +82,7 @@ class Record:
         return cls(kept, body, status)
 
     def wsgi_environ(self) -> dict[str, Any]:
-        host = self.environ.get("HTTP_HOST", "emulator")
-        return {
-            "SCRIPT_NAME": "",
-            "QUERY_STRING": "",
-            "SERVER_NAME": host.split(":")[0],
-            "SERVER_PORT": "80",
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            **self.environ,
-            "CONTENT_LENGTH": str(len(self.body)),
-            "wsgi.version": (1, 0),
-            "wsgi.url_scheme": "http",
-            "wsgi.input": io.BytesIO(self.body),
-            "wsgi.errors": sys.stderr,
-            "wsgi.multithread": True,
-            "wsgi.multiprocess": False,
-            "wsgi.run_once": False,
-        }
+        return wsgi_environ(self.environ, self.body)
 
     @property
     def action(self) -> str | None:

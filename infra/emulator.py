@@ -15,7 +15,7 @@ from typing import Any
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-from ._in_process import InProcessTransport
+from ._in_process import InProcessTransport, status_code
 from ._journal import JournalError
 
 __all__ = ["IN_PROCESS_ENDPOINT", "Emulator", "JournalError"]
@@ -74,7 +74,7 @@ class _LockedApp:
             if self.refusal is not None or journal is None:
                 return _refuse(start_response, self.refusal or "the emulator has stopped")
             content = list(self.app(environ, capture))
-            status = int(answered[0][0].split(" ", 1)[0]) if answered else 500
+            status = status_code(answered[0][0]) if answered else 500
             record = Record.of(environ, body, status)
             if record.changes_something:
                 try:
@@ -100,11 +100,11 @@ def _refuse(start_response: Any, reason: str) -> list[bytes]:
     return [f"embedded emulator: {reason}".encode()]
 
 
-def _call(app: Any, environ: dict[str, Any]) -> str:
-    """Run one request through a WSGI app; returns the status it answered."""
+def _call(app: Any, environ: dict[str, Any]) -> int:
+    """Run one request through a WSGI app; returns the status code it answered (0: none)."""
     answered: list[str] = []
     list(app(environ, lambda status, headers, *_: answered.append(status)))
-    return answered[0] if answered else "no answer"
+    return status_code(answered[0]) if answered else 0
 
 
 class Emulator:
@@ -152,22 +152,23 @@ class Emulator:
 
         journal = Journal(data_dir)
         try:
+            # Under moto's lock, as every request: other emulators of the process share moto.
             with self._locked.lock:
                 records = journal.read()
                 self._replay(journal, records)
+                if len(records) > COMPACT_AFTER_RECORDS:
+                    tables, buckets = created_resources(records)
+                    resources = resource_records(records)
+                    journal.rewrite([*resources, *item_records(tables), *object_records(buckets)])
         except BaseException:
             journal.close()
             raise
-        if len(records) > COMPACT_AFTER_RECORDS:
-            tables, buckets = created_resources(records)
-            kept = [*resource_records(records), *item_records(tables), *object_records(buckets)]
-            journal.rewrite(kept)
         self._locked.journal = journal
 
     def _replay(self, journal: Any, records: list[Any]) -> None:
         for number, record in enumerate(records):
             status = _call(self._locked.app, record.wsgi_environ())
-            if int(status.split(" ", 1)[0]) != record.status:
+            if status != record.status:
                 raise JournalError(
                     f"{journal.path}: record {number} ({record.action or 'S3'}) answered "
                     f"{status} on replay, {record.status} when it was first made"
