@@ -67,10 +67,8 @@ import dataclasses
 import http.client
 import json
 import math
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -87,7 +85,7 @@ from core.client import (
     IdempotentProducer,
     ProducerSettings,
 )
-from interop import CACHE, NodeMissing, install_node_project
+from interop import CACHE, find_node, install_node_project
 
 HERE = Path(__file__).resolve().parent
 OCTETS = "application/octet-stream"
@@ -705,9 +703,7 @@ async def run_scenarios(base: str, sizes: Sizes, run: ServerRun) -> None:
 def reference_server() -> Iterator[tuple[str, str]]:
     """The reference server in a Node process of its own; yields its streams' base URL and
     a description."""
-    node = shutil.which("node")
-    if node is None:
-        raise NodeMissing("node is needed (Node 20): install Node.js")
+    node = find_node()
     work = install_node_project(HERE / "node", CACHE / "reference-server")
     installed = work / "node_modules" / "@durable-streams" / "server" / "package.json"
     version = json.loads(installed.read_text())["version"]
@@ -721,17 +717,14 @@ def reference_server() -> Iterator[tuple[str, str]]:
 @contextlib.contextmanager
 def our_server(in_memory: bool) -> Iterator[tuple[str, str]]:
     """`dsaws serve` on the embedded emulator: by default as the README starts it (its data
-    journaled to disk), in a fresh data directory of its own so that no earlier run's streams
-    are replayed and no other server holds the directory."""
+    journaled to disk, in a fresh data directory of its own, which `dsaws_serve` provides, so
+    that no earlier run's streams are replayed and no other server holds the directory)."""
     if in_memory:
         with dsaws_serve("--in-memory") as base:
             yield base, "dsaws serve --in-memory (embedded emulator)"
-        return
-    with (
-        tempfile.TemporaryDirectory(prefix="http-compare-") as data_dir,
-        dsaws_serve("--data-dir", data_dir) as base,
-    ):
-        yield base, "dsaws serve (embedded emulator, journaled to a fresh --data-dir)"
+    else:
+        with dsaws_serve() as base:
+            yield base, "dsaws serve (embedded emulator, journaled to a fresh --data-dir)"
 
 
 SERVERS = ("reference", "ours")

@@ -42,11 +42,17 @@ def install_node_project(source: Path, work: Path) -> Path:
     return work
 
 
-def ts_client_command() -> list[str]:
-    """The command that runs `ts_client.mjs` (installing the TypeScript client first if needed)."""
+def find_node() -> str:
+    """The `node` executable, or NodeMissing."""
     node = shutil.which("node")
     if node is None:
         raise NodeMissing("node is needed (Node 20): install Node.js")
+    return node
+
+
+def ts_client_command() -> list[str]:
+    """The command that runs `ts_client.mjs` (installing the TypeScript client first if needed)."""
+    node = find_node()
     work = install_node_project(HERE / "node", CACHE / "interop")
     return [node, str(work / "ts_client.mjs")]
 
