@@ -175,10 +175,13 @@ class Journal:
     """The journal in `directory`, held by this process until `close`."""
 
     def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._lock = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise JournalError(f"{directory} cannot hold the data: {error.strerror}") from None
         self.directory = directory
         self.path = directory / JOURNAL_NAME
-        self._lock = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -192,7 +195,10 @@ class Journal:
     def read(self) -> list[Record]:
         """Every whole record; a torn tail (a write cut short by a kill) is cut off. Damage
         before the last record is refused: the records after it were acknowledged."""
-        data = self.path.read_bytes() if self.path.exists() else b""
+        try:
+            data = self.path.read_bytes() if self.path.exists() else b""
+        except OSError as error:
+            raise JournalError(f"{self.path} cannot be read: {error.strerror}") from None
         found, good = _records(data)
         if good < len(data):
             if not _torn_tail(data, good):

@@ -10,6 +10,8 @@ re-send that last append with the same producer sequence, and must hold it exact
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support import ServerProcess
+from tests.support import ROOT, ServerProcess
 
 BINARY = "application/octet-stream"
 # Messages over the server's inline limit (64 KiB) go to S3, which the journal keeps too.
@@ -159,3 +161,23 @@ def test_a_killed_server_loses_nothing_it_acknowledged(tmp_path: Path) -> None:
         totals = {writer.name: writer.acknowledged for writer in writers}
         grew = zip(totals.values(), acknowledged, strict=True)
         assert all(total > first for total, first in grew), totals
+
+
+def test_serve_refuses_a_data_dir_it_cannot_use_with_one_line(tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("kept")
+    for args, status in [
+        (["--data-dir", str(a_file)], 3),
+        (["--data-dir", str(tmp_path), "--in-memory"], 2),  # one or the other
+        (["--aws", "--data-dir", str(tmp_path)], 2),  # the emulator's, not AWS's
+    ]:
+        run = subprocess.run(
+            [sys.executable, "-m", "core.cli", "serve", "--port", "0", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+        assert run.returncode == status, run.stderr
+        assert "Traceback" not in run.stderr and run.stderr.strip(), run.stderr
+    assert a_file.read_text() == "kept"

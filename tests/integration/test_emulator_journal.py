@@ -214,3 +214,11 @@ def test_one_directory_serves_one_emulator(tmp_path: Path) -> None:
             Emulator(data_dir=tmp_path)
     finally:
         first.stop()
+
+
+def test_a_directory_that_cannot_hold_the_data_is_refused_plainly(tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    with pytest.raises(JournalError, match="cannot hold the data"):
+        Emulator(data_dir=a_file)
+    assert a_file.read_text() == "not a directory"
