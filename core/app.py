@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
@@ -52,6 +52,8 @@ def create_app(
     endpoints = StreamEndpoints(settings, store, Wakeups(), telemetry)
     app.state.endpoints = endpoints
     guard = _guard(settings)
+    if settings.subscriptions:
+        _add_subscriptions(app, settings, store, endpoints, lambda r, n: admit(r, n, ""))
 
     async def admit(request: Request, needs: tuple[Need, ...], path: str) -> Decision:
         """Access control, before anything else touches the store. Every cache-key parameter
@@ -157,6 +159,39 @@ def create_app(
     if access_log is not None:
         app.add_middleware(AccessLog, logger=access_log)
     return app
+
+
+def _add_subscriptions(
+    app: FastAPI,
+    settings: Settings,
+    store: StreamStore,
+    endpoints: StreamEndpoints,
+    admit: Any,
+) -> None:
+    """The `__ds` control API, and the append path's notices to it. A subscription can
+    name any stream, so managing one (or claiming its wakes) needs read on every stream."""
+    from .http.subscriptions import add_subscription_routes
+    from .subscriptions.wiring import ConfiguredSubscriptions
+
+    service = ConfiguredSubscriptions(settings, store)  # type: ignore[arg-type]
+    app.state.subscriptions = service
+    endpoints.on_change = service.changed
+
+    async def admit_control(request: Request) -> Response | None:
+        access = await admit(request, LISTING_NEEDS)
+        return responses.refused(access) if isinstance(access, Refused) else None
+
+    def public_root(request: Request) -> str:
+        return endpoints.stream_url(request, "")
+
+    add_subscription_routes(
+        app,
+        settings.base_path,
+        service,
+        public_root,
+        admit_control,
+        allow_local_http=settings.webhook_allow_localhost,
+    )
 
 
 def _guard(settings: Settings) -> Guard | None:

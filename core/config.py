@@ -141,6 +141,22 @@ class Settings(BaseModel):
     )
     cors_origins: str = Field("*", description="comma-separated origins browsers may call from")
 
+    # Subscriptions (README, "Subscriptions"): the `__ds` control API and wake delivery.
+    subscriptions: bool = Field(True, description="serve the subscription control API")
+    subscription_queue_url: str | None = Field(
+        None, description="SQS queue of delivery tasks (unset: an in-process timer thread)"
+    )
+    webhook_secret: str | None = Field(
+        None, description="text the webhook signing and wake-token keys derive from"
+    )
+    webhook_secret_id: str | None = Field(
+        None, description="Secrets Manager secret holding that text"
+    )
+    webhook_allow_localhost: bool = Field(
+        default_factory=lambda: not running_in_lambda(),
+        description="accept http://localhost and http://127.0.0.x webhooks (development)",
+    )
+
     @field_validator(
         "auth_secret",
         "auth_secret_id",
@@ -149,6 +165,9 @@ class Settings(BaseModel):
         "auth_issuer",
         "origin_secret",
         "origin_secret_id",
+        "subscription_queue_url",
+        "webhook_secret",
+        "webhook_secret_id",
         mode="before",
     )
     @classmethod

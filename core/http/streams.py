@@ -7,8 +7,10 @@ answer to a write that has been committed cannot fail.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from urllib.parse import quote, unquote, urlsplit
 
@@ -50,6 +52,7 @@ from ..protocol.paths import parse_stream_path
 from ..protocol.sse import data_event, uses_base64
 from ..storage import (
     CreateSpec,
+    CreateStatus,
     ForkRequest,
     Payload,
     Presence,
@@ -64,6 +67,7 @@ from .live import SharedReads, TailWatcher
 from .sse import SsePlan, SseSessions
 from .wakeups import Wakeups
 
+logger = logging.getLogger("dsaws")
 _HOST = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
 # The most one byte of a JSON message can grow to in a response: a line break inside an SSE
 # event becomes an escaped newline plus a new "data: " prefix.
@@ -117,6 +121,8 @@ class StreamEndpoints:
         self.store = store
         self.wakeups = wakeups
         self.telemetry: Telemetry = telemetry or NoTelemetry()
+        # Told of every committed write that moved a tail (the subscriptions' notices).
+        self.on_change: Callable[[str], None] | None = None
         self.watcher = TailWatcher(store, wakeups, settings.poll_interval)
         self.reads = SharedReads(store)
         self.sse = SseSessions(
@@ -136,6 +142,8 @@ class StreamEndpoints:
         outcome = await run_in_threadpool(self.store.create, path, spec)
         # Shared checks begun before the create must no longer answer readers of the path.
         self.wakeups.notify(path)
+        if outcome.status is CreateStatus.CREATED and spec.payload.data:
+            await self._changed(path)
 
         return r.create_response(outcome, location)
 
@@ -194,6 +202,9 @@ class StreamEndpoints:
             raise bad_request(f"Stream-Forked-From must be a stream path under {prefix}")
         return parse_stream_path(unquote(parts.path[len(prefix) :]))
 
+    def stream_url(self, request: Request, path: str) -> str:
+        return self._location(request, path)
+
     def _location(self, request: Request, path: str) -> str:
         """The new stream's URL: percent-encoded, on the host the client named (the CDN's, when
         the request came through one: it passes the viewer's Host as X-Forwarded-Host)."""
@@ -221,7 +232,19 @@ class StreamEndpoints:
             self.wakeups.notify(path)
             self.telemetry.count(Metric.APPENDS)
             self.telemetry.count(Metric.BYTES_APPENDED, len(payload))
+            if payload.data:
+                await self._changed(path)
         return r.append_response(outcome, intent)
+
+    async def _changed(self, path: str) -> None:
+        """Tell the subscriptions; the write is committed and acknowledged whatever they
+        answer (a lost notice is found by their sweep)."""
+        if self.on_change is None:
+            return
+        try:
+            await run_in_threadpool(self.on_change, path)
+        except Exception:
+            logger.exception("subscription notice for %s failed", path)
 
     async def _parse_append(self, request: Request) -> tuple[AppendIntent, Payload]:
         close = is_true(_header(request, r.STREAM_CLOSED))

@@ -7,4 +7,6 @@ if (!baseUrl) throw new Error("set CONFORMANCE_TEST_URL to the server's base URL
 runConformanceTests({
   baseUrl,
   longPollTimeoutMs: Number(process.env.CONFORMANCE_LONG_POLL_MS ?? 1000),
+  // The reserved __ds subscription APIs (webhooks, pull-wake): opt-in in the suite.
+  subscriptions: true,
 });

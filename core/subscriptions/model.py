@@ -1,0 +1,120 @@
+"""Subscription values: the configuration a client sends, and the state the server keeps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Delivery(Enum):
+    WEBHOOK = "webhook"
+    PULL_WAKE = "pull-wake"
+
+
+class LinkType(Enum):
+    GLOB = "glob"
+    EXPLICIT = "explicit"
+
+
+@dataclass(frozen=True)
+class SubscriptionConfig:
+    """What a PUT configures; two PUTs with equal configs re-confirm one subscription."""
+
+    delivery: Delivery
+    pattern: str | None
+    streams: tuple[str, ...]  # explicit paths, sorted and without repeats
+    webhook_url: str | None
+    wake_stream: str | None
+    lease_ttl_ms: int
+    description: str | None
+
+
+@dataclass(frozen=True)
+class Wake:
+    """The wake in flight: issued, maybe held by a worker, until acked done, released or its
+    lease expires. `tails` is the snapshot the wake announced (path -> tail position)."""
+
+    wake_id: str
+    generation: int
+    issued_at: float
+    lease_expires_at: float | None  # None: a pull-wake nobody has claimed yet
+    holder: str | None = None
+    tails: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Subscription:
+    id: str
+    incarnation: str  # a fresh value per creation: links of a deleted namesake never apply
+    config: SubscriptionConfig
+    config_hash: str
+    created_at: float
+    version: int  # bumped by every write: the optimistic-concurrency fence
+    generation: int = 0
+    wake: Wake | None = None
+    explicit: frozenset[str] = frozenset()  # explicit links, the config's and those added
+    deleted: bool = False
+    failed_attempts: int = 0  # webhook deliveries failed in a row
+    next_attempt_at: float = 0.0  # no webhook delivery before this time (retry backoff)
+    # The stream root's URL as the creating client saw it: callback URLs are built on it.
+    public_root: str = ""
+
+    @property
+    def status(self) -> str:
+        return "failed" if self.failed_attempts else "active"
+
+    @property
+    def lease_ttl(self) -> float:
+        return self.config.lease_ttl_ms / 1000
+
+
+@dataclass(frozen=True)
+class Link:
+    """One linked stream and how far the subscription has processed it. `acked` is a byte
+    position of incarnation `incarnation` (None: of whatever incarnation comes first)."""
+
+    path: str
+    glob: bool
+    explicit: bool
+    acked: int
+    incarnation: str | None
+
+    @property
+    def link_type(self) -> LinkType:
+        return LinkType.EXPLICIT if self.explicit else LinkType.GLOB
+
+
+@dataclass(frozen=True)
+class StreamTail:
+    """A linked stream's tail as last read: None when the stream is absent."""
+
+    incarnation: str | None
+    tail: int
+
+
+@dataclass(frozen=True)
+class LinkStatus:
+    link: Link
+    acked: int  # the acked position in the stream's current incarnation
+    tail: int
+
+    @property
+    def has_pending(self) -> bool:
+        return self.tail > self.acked
+
+
+@dataclass(frozen=True)
+class Ack:
+    path: str
+    position: int
+
+
+@dataclass(frozen=True)
+class WakeReport:
+    """What a wake's recipient is told about each linked stream."""
+
+    statuses: tuple[LinkStatus, ...] = field(default_factory=tuple)
+
+    @property
+    def pending(self) -> tuple[LinkStatus, ...]:
+        return tuple(status for status in self.statuses if status.has_pending)

@@ -1,0 +1,159 @@
+"""The subscription rules as pure functions: pending work, wakes, leases, fencing, backoff.
+
+Nothing here reads or writes: the service reads a subscription, asks these functions what to
+do, and writes the answer with a condition on the version it read.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from .errors import SubscriptionError, invalid
+from .model import Ack, Delivery, Link, LinkStatus, StreamTail, Subscription, Wake
+
+# A wake names at most this many streams (the rest stay pending for the next wake), which
+# keeps the subscription item far below DynamoDB's 400 KB.
+MAX_WAKE_STREAMS = 100
+FIRST_RETRY_SECONDS = 1.0
+MAX_RETRY_SECONDS = 60.0
+RETRY_JITTER = 0.2
+
+
+def link_statuses(links: Iterable[Link], tails: Mapping[str, StreamTail]) -> tuple[LinkStatus, ...]:
+    """Each link against its stream's tail. An ack recorded for another incarnation of the
+    path (the stream was deleted and created again) counts as nothing acked."""
+    statuses = []
+    for link in links:
+        tail = tails.get(link.path, StreamTail(None, 0))
+        same = link.incarnation is None or link.incarnation == tail.incarnation
+        acked = min(link.acked, tail.tail) if same else 0
+        statuses.append(LinkStatus(link, acked, tail.tail))
+    return tuple(sorted(statuses, key=lambda status: status.link.path))
+
+
+def lease_expired(wake: Wake | None, now: float) -> bool:
+    return wake is not None and wake.lease_expires_at is not None and wake.lease_expires_at <= now
+
+
+def is_idle(subscription: Subscription, now: float) -> bool:
+    """No wake in flight, or only one whose lease has run out."""
+    return subscription.wake is None or lease_expired(subscription.wake, now)
+
+
+def new_wake(
+    subscription: Subscription, statuses: Iterable[LinkStatus], now: float, holder: str | None
+) -> Subscription:
+    """The subscription with a new wake announcing its pending streams. A webhook's lease
+    starts now; a pull-wake's when a worker claims it (`holder`)."""
+    pending = [status for status in statuses if status.has_pending][:MAX_WAKE_STREAMS]
+    leased = holder is not None or subscription.config.delivery is Delivery.WEBHOOK
+    wake = Wake(
+        wake_id="w_" + secrets.token_urlsafe(12),
+        generation=subscription.generation + 1,
+        issued_at=now,
+        lease_expires_at=now + subscription.lease_ttl if leased else None,
+        holder=holder,
+        tails=tuple((status.link.path, status.tail) for status in pending),
+    )
+    return replace(subscription, generation=wake.generation, wake=wake)
+
+
+def cleared(subscription: Subscription) -> Subscription:
+    return replace(subscription, wake=None)
+
+
+def extended(subscription: Subscription, now: float) -> Subscription:
+    assert subscription.wake is not None
+    wake = replace(subscription.wake, lease_expires_at=now + subscription.lease_ttl)
+    return replace(subscription, wake=wake)
+
+
+def fenced() -> SubscriptionError:
+    return SubscriptionError(409, "FENCED", "this wake is no longer current")
+
+
+def check_current(subscription: Subscription, generation: object, wake_id: object) -> Wake:
+    """The current wake, if the request names it; 409 FENCED otherwise."""
+    wake = subscription.wake
+    if (
+        subscription.deleted
+        or wake is None
+        or isinstance(generation, bool)
+        or generation != wake.generation
+        or wake_id != wake.wake_id
+    ):
+        raise fenced()
+    return wake
+
+
+class ClaimKind(Enum):
+    TAKE = "take"  # claim the wake in flight
+    NEW = "new"  # no usable wake: issue one and claim it
+    BUSY = "busy"  # another worker holds a live lease
+
+
+@dataclass(frozen=True)
+class ClaimDecision:
+    kind: ClaimKind
+    holder: str | None = None
+
+
+def decide_claim(subscription: Subscription, now: float) -> ClaimDecision:
+    wake = subscription.wake
+    if wake is None or lease_expired(wake, now):
+        return ClaimDecision(ClaimKind.NEW)
+    if wake.holder is not None:
+        return ClaimDecision(ClaimKind.BUSY, wake.holder)
+    return ClaimDecision(ClaimKind.TAKE)
+
+
+def claimed(subscription: Subscription, worker: str, now: float) -> Subscription:
+    assert subscription.wake is not None
+    wake = replace(subscription.wake, holder=worker, lease_expires_at=now + subscription.lease_ttl)
+    return replace(subscription, wake=wake)
+
+
+def parse_acks(value: object) -> tuple[tuple[str, str], ...]:
+    """The (stream, offset token) pairs of an ack body, shape-checked only."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise invalid("acks must be an array")
+    pairs = []
+    for item in value:
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("stream"), str)
+            or not isinstance(item.get("offset"), str)
+        ):
+            raise invalid('each ack is {"stream": path, "offset": offset}')
+        pairs.append((item["stream"], item["offset"]))
+    return tuple(pairs)
+
+
+def check_acks(acks: Iterable[Ack], statuses: Iterable[LinkStatus]) -> tuple[Ack, ...]:
+    """The acks that move a cursor forward. An ack of a stream that is not linked, or past
+    its tail, is refused whole: nothing is applied."""
+    by_path = {status.link.path: status for status in statuses}
+    forward: dict[str, Ack] = {}
+    for ack in acks:
+        status = by_path.get(ack.path)
+        if status is None:
+            raise invalid(f"stream {ack.path!r} is not linked to this subscription")
+        if ack.position > status.tail:
+            raise invalid(f"offset for {ack.path!r} is past the stream's tail")
+        best = forward.get(ack.path)
+        if ack.position > status.acked and (best is None or ack.position > best.position):
+            forward[ack.path] = ack
+    return tuple(forward.values())
+
+
+def retry_delay(failures: int, rng: random.Random | None = None) -> float:
+    """Exponential backoff from 1 s to 60 s, with 20% jitter either way."""
+    base = min(MAX_RETRY_SECONDS, FIRST_RETRY_SECONDS * 2 ** max(0, failures - 1))
+    jitter = (rng or random).uniform(1 - RETRY_JITTER, 1 + RETRY_JITTER)
+    return base * jitter

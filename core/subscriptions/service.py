@@ -1,0 +1,666 @@
+"""The subscription operations: each reads the subscription, decides with `rules`, and writes
+the decision with a condition on the version it read (re-reading after a lost race).
+
+The control API calls `create`, `describe`, `remove`, `add_streams`, `remove_stream`,
+`complete` (callback and pull-wake ack), `claim` and `release`. The append path calls
+`Subscriptions.changed`. The delivery worker runs `notice`, `deliver`, `expire` and `check`,
+scheduled by the append path, by the operations themselves, and by retries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..protocol.errors import ProtocolError
+from ..protocol.offsets import format_offset, parse_position
+from ..storage.aws import Conflict
+from ._glob import glob_matches, literal_prefix
+from ._signing import SigningKey
+from ._tokens import TokenSigner, WakeToken
+from .config import config_hash, parse_json_object, parse_stream_list
+from .errors import SubscriptionError, invalid
+from .model import (
+    Ack,
+    Delivery,
+    Link,
+    LinkStatus,
+    StreamTail,
+    Subscription,
+    SubscriptionConfig,
+    Wake,
+)
+from .rules import (
+    ClaimKind,
+    check_acks,
+    check_current,
+    claimed,
+    cleared,
+    decide_claim,
+    extended,
+    is_idle,
+    lease_expired,
+    link_statuses,
+    new_wake,
+    parse_acks,
+    retry_delay,
+)
+from .store import SubscriptionStore
+from .tasks import Scheduler, Task, TaskKind
+
+logger = logging.getLogger("dsaws.subscriptions")
+# Callback and claim tokens outlive any lease; the generation and wake fence them sooner.
+TOKEN_LIFETIME = 24 * 3600
+# How long the append path trusts its copy of the subscription list. A subscription made
+# elsewhere within this window is caught by the CHECK task its creation schedules after it.
+REGISTRY_MAX_AGE = 2.0
+_LIST_PAGE = 200
+
+
+class CreateResult:
+    CREATED = 201
+    CONFIRMED = 200
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The webhook signing key (public half in the JWKS) and the token key, from one secret."""
+
+    signing: SigningKey
+    tokens: TokenSigner
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What a webhook POST came to: `done` when it answered {"done": true}."""
+
+    ok: bool
+    done: bool = False
+    detail: str = ""
+
+
+WebhookPost = Callable[[str, bytes, dict[str, str], float], Sent]
+
+
+class Subscriptions:
+    def __init__(
+        self,
+        store: SubscriptionStore,
+        streams: Any,  # the stream store: listing for backfill, appends of wake events
+        keys: Callable[[], Keys],
+        scheduler: Scheduler,
+        post: WebhookPost,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.streams = streams
+        self._keys = keys
+        self.scheduler = scheduler
+        self.post = post
+        self.clock = clock
+        self._registry: list[Subscription] = []
+        self._registry_read_at = float("-inf")
+        self._known_links: set[tuple[str, str]] = set()
+
+    @property
+    def keys(self) -> Keys:
+        return self._keys()
+
+    # ================================================================ control API
+
+    def create(
+        self, subscription_id: str, config: SubscriptionConfig, public_root: str
+    ) -> tuple[int, Subscription]:
+        wanted_hash = config_hash(config)
+        while True:
+            existing = self.store.get(subscription_id)
+            if existing is not None and not existing.deleted:
+                if existing.config_hash != wanted_hash:
+                    raise SubscriptionError(
+                        409,
+                        "SUBSCRIPTION_EXISTS",
+                        "a subscription with this id exists with another configuration",
+                    )
+                return CreateResult.CONFIRMED, existing
+            subscription = Subscription(
+                id=subscription_id,
+                incarnation=secrets.token_hex(8),
+                config=config,
+                config_hash=wanted_hash,
+                created_at=self.clock(),
+                version=(existing.version + 1) if existing else 1,
+                explicit=frozenset(config.streams),
+                public_root=public_root,
+            )
+            try:
+                self.store.insert(subscription)
+            except Conflict:
+                continue
+            break
+        self._forget_registry()
+        self._backfill(subscription)
+        # Appends on instances whose subscription list predates this one are not noticed
+        # there: one look after their lists have expired finds what they wrote.
+        self.scheduler.send(Task(TaskKind.CHECK, subscription.id), REGISTRY_MAX_AGE + 1)
+        return CreateResult.CREATED, subscription
+
+    def _backfill(self, subscription: Subscription) -> None:
+        """Link the existing streams the subscription names at their current tails, so that
+        it starts from now rather than replaying history."""
+        pattern = subscription.config.pattern
+        if pattern is not None:
+            for path in self._streams_matching(pattern):
+                tail = self.store.tails([path]).get(path)
+                if tail is not None:
+                    self.store.link(subscription, path, glob=True, at=tail)
+        self._link_explicit(subscription, subscription.config.streams)
+
+    def _link_explicit(self, subscription: Subscription, paths: Iterable[str]) -> None:
+        paths = list(paths)
+        tails = self.store.tails(paths)
+        for path in paths:
+            self.store.link(subscription, path, glob=False, at=tails.get(path, StreamTail(None, 0)))
+
+    def _streams_matching(self, pattern: str) -> list[str]:
+        prefix, cursor, found = literal_prefix(pattern), None, []
+        while True:
+            page = self.streams.list_streams(prefix, cursor, _LIST_PAGE)
+            found.extend(path for path in page.paths if glob_matches(pattern, path))
+            cursor = page.cursor
+            if cursor is None:
+                return found
+
+    def describe(self, subscription_id: str) -> tuple[Subscription, tuple[LinkStatus, ...]]:
+        subscription = self._existing(subscription_id)
+        return subscription, self._statuses(subscription)
+
+    def remove(self, subscription_id: str) -> None:
+        while True:
+            subscription = self._existing(subscription_id)
+            try:
+                tombstone = replace(subscription, deleted=True, wake=None)
+                self.store.replace(tombstone, subscription.version)
+            except Conflict:
+                continue
+            break
+        self._forget_registry()
+        self.store.drop_links(subscription)
+
+    def add_streams(self, subscription_id: str, body: bytes) -> None:
+        paths = _stream_list(body)
+        while True:
+            subscription = self._existing(subscription_id)
+            explicit = subscription.explicit | set(paths)
+            try:
+                self.store.replace(replace(subscription, explicit=explicit), subscription.version)
+            except Conflict:
+                continue
+            break
+        self._forget_registry()
+        self._link_explicit(subscription, paths)
+
+    def remove_stream(self, subscription_id: str, path: str) -> None:
+        while True:
+            subscription = self._existing(subscription_id)
+            if path not in subscription.explicit:
+                return
+            explicit = subscription.explicit - {path}
+            try:
+                self.store.replace(replace(subscription, explicit=explicit), subscription.version)
+            except Conflict:
+                continue
+            break
+        self._forget_registry()
+        pattern = subscription.config.pattern
+        keep = (
+            pattern is not None
+            and glob_matches(pattern, path)
+            and self._has_link(subscription, path, glob=True)
+        )
+        with contextlib.suppress(Conflict):  # no link was left to unmark
+            self.store.unlink_explicit(subscription, path, keep=keep)
+
+    def _has_link(self, subscription: Subscription, path: str, *, glob: bool) -> bool:
+        return any(
+            link.path == path and (link.glob if glob else link.explicit)
+            for link in self.store.links(subscription)
+        )
+
+    def _existing(self, subscription_id: str) -> Subscription:
+        subscription = self.store.get(subscription_id)
+        if subscription is None or subscription.deleted:
+            raise SubscriptionError(404, "SUBSCRIPTION_NOT_FOUND", "no such subscription")
+        return subscription
+
+    # ================================================================ noticing appends
+
+    def changed(self, path: str) -> None:
+        """Called after a write that moved `path`'s tail: schedules a NOTICE when any
+        subscription could link it. Reads the subscription list at most every
+        REGISTRY_MAX_AGE seconds, and only while writes happen: nothing at rest."""
+        if any(_names(subscription, path) for subscription in self._live_registry()):
+            self.scheduler.send(Task(TaskKind.NOTICE, path))
+
+    def _live_registry(self) -> list[Subscription]:
+        now = time.monotonic()
+        if now - self._registry_read_at > REGISTRY_MAX_AGE:
+            self._registry = [s for s in self.store.all() if not s.deleted]
+            self._registry_read_at = now
+        return self._registry
+
+    def _forget_registry(self) -> None:
+        self._registry_read_at = float("-inf")
+
+    # ================================================================ delivery worker
+
+    def run(self, tasks: Sequence[Task]) -> None:
+        """One round of work: notices merged into one pass over the subscriptions, then the
+        rest in order."""
+        paths = {task.target for task in tasks if task.kind is TaskKind.NOTICE}
+        if paths:
+            self.notice(paths)
+        for task in tasks:
+            if task.kind is TaskKind.DELIVER:
+                self.deliver(task.target, task.generation)
+            elif task.kind is TaskKind.EXPIRE:
+                self.expire(task.target, task.generation)
+            elif task.kind is TaskKind.CHECK:
+                self.check(task.target)
+
+    def notice(self, paths: Iterable[str]) -> None:
+        """Link the changed streams to every subscription naming them (a stream found this
+        way is linked from its beginning: it was created after the subscription's backfill
+        looked), then wake the idle ones."""
+        paths = set(paths)
+        now = self.clock()
+        for subscription in self.store.all():
+            if subscription.deleted:
+                continue
+            named = [path for path in paths if _names(subscription, path)]
+            if not named:
+                continue
+            for path in named:
+                key = (subscription.incarnation, path)
+                if key not in self._known_links:
+                    explicit = path in subscription.explicit
+                    self.store.link(subscription, path, glob=not explicit, at=None)
+                    self._known_links.add(key)
+            if is_idle(subscription, now):
+                self._wake(subscription)
+
+    def check(self, subscription_id: str) -> None:
+        subscription = self.store.get(subscription_id)
+        if subscription is None or subscription.deleted:
+            return
+        if subscription.config.pattern is not None:
+            linked = {link.path for link in self.store.links(subscription)}
+            for path in self._streams_matching(subscription.config.pattern):
+                if path not in linked:
+                    self.store.link(subscription, path, glob=True, at=None)
+        if is_idle(subscription, self.clock()):
+            self._wake(subscription)
+
+    def sweep(self) -> None:
+        """The safety net: act on leases that ran out and retries that are due, whatever
+        task for them was lost."""
+        now = self.clock()
+        for subscription in self.store.all():
+            wake = subscription.wake
+            if subscription.deleted or wake is None:
+                continue
+            if lease_expired(wake, now):
+                self.expire(subscription.id, wake.generation)
+            elif (
+                subscription.config.delivery is Delivery.WEBHOOK
+                and subscription.failed_attempts
+                and subscription.next_attempt_at <= now
+            ):
+                self.deliver(subscription.id, wake.generation)
+
+    def _wake(self, subscription: Subscription) -> bool:
+        """Issue a wake if the subscription is idle and has pending work; True if issued."""
+        while True:
+            now = self.clock()
+            if subscription.deleted or not is_idle(subscription, now):
+                return False
+            statuses = self._statuses(subscription)
+            if not any(status.has_pending for status in statuses):
+                if subscription.wake is not None:  # an expired lease: clear it
+                    with contextlib.suppress(Conflict):
+                        self.store.replace(cleared(subscription), subscription.version)
+                return False
+            woken = new_wake(subscription, statuses, now, holder=None)
+            delay = max(0.0, subscription.next_attempt_at - now)
+            if woken.wake is not None and woken.wake.lease_expires_at is not None:
+                # A webhook whose delivery waits for its backoff is leased from the send.
+                wake = replace(woken.wake, lease_expires_at=woken.wake.lease_expires_at + delay)
+                woken = replace(woken, wake=wake)
+            try:
+                written = self.store.replace(woken, subscription.version)
+            except Conflict:
+                latest = self.store.get(subscription.id)
+                if latest is None:
+                    return False
+                subscription = latest
+                continue
+            self._dispatch(written, statuses, delay)
+            return True
+
+    def _dispatch(
+        self, subscription: Subscription, statuses: Sequence[LinkStatus], delay: float
+    ) -> None:
+        wake = subscription.wake
+        assert wake is not None
+        if subscription.config.delivery is Delivery.WEBHOOK:
+            self.scheduler.send(Task(TaskKind.DELIVER, subscription.id, wake.generation), delay)
+            self._schedule_expiry(subscription)
+        else:
+            self._write_wake_event(subscription, wake, statuses)
+
+    def _schedule_expiry(self, subscription: Subscription) -> None:
+        wake = subscription.wake
+        if wake is not None and wake.lease_expires_at is not None:
+            delay = max(0.0, wake.lease_expires_at - self.clock())
+            self.scheduler.send(Task(TaskKind.EXPIRE, subscription.id, wake.generation), delay)
+
+    def _write_wake_event(
+        self, subscription: Subscription, wake: Wake, statuses: Sequence[LinkStatus]
+    ) -> None:
+        stream = wake.tails[0][0] if wake.tails else None
+        event = {
+            "type": "wake",
+            "subscription_id": subscription.id,
+            "stream": stream,
+            "generation": wake.generation,
+            "ts": int(self.clock() * 1000),
+        }
+        wake_stream = subscription.config.wake_stream
+        assert wake_stream is not None
+        if not self.streams.append_json(wake_stream, event):
+            # No wake stream to write to: the wake stays in flight for a claim to take.
+            logger.warning(
+                "subscription %s: wake stream %s is missing or closed", subscription.id, wake_stream
+            )
+
+    def deliver(self, subscription_id: str, generation: int) -> None:
+        """POST the current wake to the webhook, if it is still the one scheduled."""
+        subscription = self.store.get(subscription_id)
+        if subscription is None or subscription.deleted:
+            return
+        wake = subscription.wake
+        if wake is None or wake.generation != generation or wake.holder is not None:
+            return
+        if subscription.next_attempt_at > self.clock() + 0.05:
+            return  # an early copy of a retry: its own task comes at the right time
+        body = self._wake_body(subscription, wake)
+        timestamp = int(self.clock())
+        headers = {
+            "Content-Type": "application/json",
+            "Webhook-Signature": self.keys.signing.signature_header(body, timestamp),
+        }
+        url = subscription.config.webhook_url
+        assert url is not None
+        sent = self.post(url, body, headers, min(subscription.lease_ttl, 10.0))
+        if sent.ok:
+            self._delivered(subscription, wake, sent)
+        else:
+            logger.info("webhook for %s failed: %s", subscription_id, sent.detail)
+            self._failed(subscription, wake)
+
+    def _wake_body(self, subscription: Subscription, wake: Wake) -> bytes:
+        import json
+
+        statuses = {status.link.path: status for status in self._statuses(subscription)}
+        streams = [
+            _stream_report(statuses[path], tail) for path, tail in wake.tails if path in statuses
+        ]
+        token = self.keys.tokens.issue(
+            WakeToken(
+                subscription.id, wake.generation, wake.wake_id, int(self.clock()) + TOKEN_LIFETIME
+            )
+        )
+        document = {
+            "subscription_id": subscription.id,
+            "wake_id": wake.wake_id,
+            "generation": wake.generation,
+            "streams": streams,
+            "callback_url": f"{subscription.public_root}__ds/subscriptions/"
+            f"{_quote(subscription.id)}/callback",
+            "callback_token": token,
+        }
+        return json.dumps(document).encode()
+
+    def _delivered(self, subscription: Subscription, wake: Wake, sent: Sent) -> None:
+        if sent.done:
+            acks = [Ack(path, tail) for path, tail in wake.tails]
+            with contextlib.suppress(
+                SubscriptionError
+            ):  # acked or fenced meanwhile by a callback: nothing left to do
+                self._complete(subscription.id, wake.generation, wake.wake_id, acks, done=True)
+            return
+        if subscription.failed_attempts:
+            healthy = replace(subscription, failed_attempts=0, next_attempt_at=0.0)
+            with contextlib.suppress(
+                Conflict
+            ):  # a callback came first; the next failure or success resets it
+                self.store.replace(healthy, subscription.version)
+
+    def _failed(self, subscription: Subscription, wake: Wake) -> None:
+        failures = subscription.failed_attempts + 1
+        delay = retry_delay(failures)
+        now = self.clock()
+        retry = replace(
+            subscription,
+            failed_attempts=failures,
+            next_attempt_at=now + delay,
+            wake=replace(wake, lease_expires_at=now + delay + subscription.lease_ttl),
+        )
+        try:
+            written = self.store.replace(retry, subscription.version)
+        except Conflict:
+            return  # a callback or a removal came first
+        self.scheduler.send(Task(TaskKind.DELIVER, subscription.id, wake.generation), delay)
+        self._schedule_expiry(written)
+
+    def expire(self, subscription_id: str, generation: int) -> None:
+        subscription = self.store.get(subscription_id)
+        if subscription is None or subscription.deleted or subscription.wake is None:
+            return
+        wake = subscription.wake
+        if wake.generation != generation:
+            return
+        if not lease_expired(wake, self.clock()):
+            self._schedule_expiry(subscription)  # extended since: look again at its end
+            return
+        self._wake(subscription)  # clears the lease; a new generation if work is pending
+
+    # ================================================================ callbacks, claims
+
+    def complete(self, subscription_id: str, authorization: str | None, body: bytes) -> bool:
+        """A webhook callback or a pull-wake ack: apply the acks, and with `done` end the
+        wake (waking again if work remains, the answer's `next_wake`); without it, extend
+        the lease (a heartbeat)."""
+        request = parse_json_object(body)
+        generation, wake_id = request.get("generation"), request.get("wake_id")
+        self._authorize(subscription_id, authorization, generation, wake_id)
+        done = request.get("done", False)
+        if not isinstance(done, bool):
+            raise invalid("done must be true or false")
+        acks = [Ack(path, _position(offset)) for path, offset in parse_acks(request.get("acks"))]
+        return self._complete(subscription_id, generation, wake_id, acks, done=done)
+
+    def _complete(
+        self,
+        subscription_id: str,
+        generation: object,
+        wake_id: object,
+        acks: Sequence[Ack],
+        *,
+        done: bool,
+    ) -> bool:
+        if len(acks) > 99:
+            raise invalid("at most 99 acks per request")
+        while True:
+            subscription = self._fenced_subscription(subscription_id)
+            check_current(subscription, generation, wake_id)
+            links = self.store.links(subscription)
+            tails = self.store.tails(link.path for link in links)
+            statuses = link_statuses(links, tails)
+            forward = check_acks(acks, statuses)
+            after = cleared(subscription) if done else extended(subscription, self.clock())
+            try:
+                written = self.store.replace_with_acks(
+                    after, subscription.version, forward, _with_absent(tails, forward)
+                )
+            except Conflict:
+                continue
+            break
+        if not done:
+            self._schedule_expiry(written)
+            return False
+        moved = {ack.path: ack.position for ack in forward}
+        next_wake = any(
+            status.tail > max(status.acked, moved.get(status.link.path, 0)) for status in statuses
+        )
+        if next_wake:
+            self._wake(written)
+        return next_wake
+
+    def claim(self, subscription_id: str, body: bytes) -> tuple[Subscription, str, tuple]:
+        request = parse_json_object(body)
+        worker = request.get("worker")
+        if not isinstance(worker, str) or not 0 < len(worker) <= 256:
+            raise invalid("worker must be a name of 1 to 256 characters")
+        while True:
+            subscription = self._existing(subscription_id)
+            if subscription.config.delivery is not Delivery.PULL_WAKE:
+                raise invalid("only pull-wake subscriptions are claimed")
+            now = self.clock()
+            decision = decide_claim(subscription, now)
+            if decision.kind is ClaimKind.BUSY:
+                assert subscription.wake is not None
+                raise SubscriptionError(
+                    409,
+                    "ALREADY_CLAIMED",
+                    "another worker holds this subscription's lease",
+                    {"current_holder": decision.holder, "generation": subscription.wake.generation},
+                )
+            statuses = self._statuses(subscription)
+            if decision.kind is ClaimKind.NEW:
+                if not any(status.has_pending for status in statuses):
+                    raise SubscriptionError(409, "NO_PENDING_WORK", "nothing to claim")
+                after = new_wake(subscription, statuses, now, holder=worker)
+            else:
+                pending = new_wake(subscription, statuses, now, holder=worker).wake
+                assert subscription.wake is not None and pending is not None
+                after = claimed(subscription, worker, now)
+                after = replace(after, wake=replace(after.wake, tails=pending.tails))
+            try:
+                written = self.store.replace(after, subscription.version)
+            except Conflict:
+                continue
+            break
+        self._schedule_expiry(written)
+        wake = written.wake
+        assert wake is not None
+        token = self.keys.tokens.issue(
+            WakeToken(written.id, wake.generation, wake.wake_id, int(now) + TOKEN_LIFETIME)
+        )
+        by_path = {status.link.path: status for status in statuses}
+        reports = tuple(_stream_report(by_path[path], tail) for path, tail in wake.tails)
+        return written, token, reports
+
+    def release(self, subscription_id: str, authorization: str | None, body: bytes) -> None:
+        request = parse_json_object(body)
+        generation, wake_id = request.get("generation"), request.get("wake_id")
+        self._authorize(subscription_id, authorization, generation, wake_id)
+        while True:
+            subscription = self._fenced_subscription(subscription_id)
+            check_current(subscription, generation, wake_id)
+            try:
+                written = self.store.replace(cleared(subscription), subscription.version)
+            except Conflict:
+                continue
+            break
+        self._wake(written)
+
+    def _authorize(
+        self, subscription_id: str, authorization: str | None, generation: object, wake_id: object
+    ) -> None:
+        scheme, _, text = (authorization or "").partition(" ")
+        token = (
+            self.keys.tokens.verify(text.strip(), now=self.clock())
+            if scheme.lower() == "bearer"
+            else None
+        )
+        if token is None or token.subscription_id != subscription_id:
+            raise SubscriptionError(401, "UNAUTHORIZED", "a valid wake token is required")
+        if token.generation != generation or token.wake_id != wake_id:
+            raise SubscriptionError(409, "FENCED", "this wake is no longer current")
+
+    def _fenced_subscription(self, subscription_id: str) -> Subscription:
+        """The subscription a wake request names; once removed, its wakes are all fenced."""
+        subscription = self.store.get(subscription_id)
+        if subscription is None or subscription.deleted:
+            raise SubscriptionError(409, "FENCED", "the subscription was removed")
+        return subscription
+
+    def _statuses(self, subscription: Subscription) -> tuple[LinkStatus, ...]:
+        links = self.store.links(subscription)
+        return link_statuses(links, self.store.tails(link.path for link in links))
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _names(subscription: Subscription, path: str) -> bool:
+    pattern = subscription.config.pattern
+    return path in subscription.explicit or (pattern is not None and glob_matches(pattern, path))
+
+
+def _stream_list(body: bytes) -> tuple[str, ...]:
+    document = parse_json_object(body)
+    if set(document) != {"streams"}:
+        raise invalid('the body must be {"streams": [paths]}')
+    return parse_stream_list(document["streams"])
+
+
+def _position(offset: str) -> int:
+    try:
+        return parse_position(offset)
+    except ProtocolError as exc:
+        raise invalid(exc.message) from exc
+
+
+def _with_absent(tails: dict[str, StreamTail], acks: Sequence[Ack]) -> dict[str, StreamTail]:
+    return {ack.path: tails.get(ack.path, StreamTail(None, 0)) for ack in acks}
+
+
+def _quote(value: str) -> str:
+    from urllib.parse import quote
+
+    return quote(value, safe="")
+
+
+def stream_report(status: LinkStatus, tail: int | None = None) -> dict[str, Any]:
+    return _stream_report(status, tail)
+
+
+def _stream_report(status: LinkStatus, tail: int | None = None) -> dict[str, Any]:
+    announced = status.tail if tail is None else tail
+    report: dict[str, Any] = {
+        "path": status.link.path,
+        "link_type": status.link.link_type.value,
+        "acked_offset": format_offset(status.acked),
+    }
+    report["tail_offset"] = format_offset(announced)
+    report["has_pending"] = announced > status.acked
+    return report
+
+
+__all__ = ["CreateResult", "Keys", "Link", "Sent", "Subscriptions"]

@@ -1,0 +1,289 @@
+"""Subscriptions in the streams' DynamoDB table.
+
+  sub#      / <id>    a subscription: its configuration, wake, lease and retry state, and a
+                      version that every write checks and bumps (the optimistic fence)
+  sl#<inc>  / <path>  one linked stream of incarnation <inc> of a subscription: link kinds
+                      and the acked position (with the stream incarnation it refers to)
+
+Every subscription sits in one partition, so the append path and the delivery worker read
+them all with one Query.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, replace
+from typing import Any
+
+from ..storage import _items as items
+from ..storage.aws import Conflict, call, each_item
+from .model import Ack, Delivery, Link, StreamTail, Subscription, SubscriptionConfig, Wake
+
+REGISTRY = "sub#"
+LINK_PREFIX = "sl#"
+_BATCH_GET = 100
+_TRANSACTION_ITEMS = 100
+
+
+def _link_partition(subscription: Subscription) -> str:
+    return LINK_PREFIX + subscription.incarnation
+
+
+def _link_key(subscription: Subscription, path: str) -> items.Item:
+    return {"pk": items.s(_link_partition(subscription)), "sk": items.s(path)}
+
+
+class SubscriptionStore:
+    def __init__(self, dynamodb: Any, table: str) -> None:
+        self.dynamodb = dynamodb
+        self.table = table
+
+    # ------------------------------------------------------------ subscriptions
+
+    def get(self, subscription_id: str) -> Subscription | None:
+        response = call(
+            self.dynamodb.get_item,
+            TableName=self.table,
+            Key={"pk": items.s(REGISTRY), "sk": items.s(subscription_id)},
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return decode_subscription(item) if item else None
+
+    def all(self) -> list[Subscription]:
+        """Every subscription, tombstones included, in one consistent Query (paged)."""
+        request = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": items.s(REGISTRY)},
+            "ConsistentRead": True,
+        }
+        return [decode_subscription(item) for item in each_item(self.dynamodb.query, request)]
+
+    def insert(self, subscription: Subscription) -> None:
+        """Write a new subscription where none lives (a tombstone may); Conflict otherwise."""
+        call(
+            self.dynamodb.put_item,
+            TableName=self.table,
+            Item=encode_subscription(subscription),
+            ConditionExpression="attribute_not_exists(pk) OR #del = :yes",
+            ExpressionAttributeNames={"#del": "del"},
+            ExpressionAttributeValues={":yes": {"BOOL": True}},
+        )
+
+    def replace(self, subscription: Subscription, read_version: int) -> Subscription:
+        """Write `subscription` over the version read; Conflict if anyone wrote since."""
+        written = _bumped(subscription, read_version)
+        call(self.dynamodb.put_item, **self._put_over(written, read_version))
+        return written
+
+    def replace_with_acks(
+        self, subscription: Subscription, read_version: int, acks: Sequence[Ack], tails: dict
+    ) -> Subscription:
+        """Move link cursors and write the subscription in one transaction, fenced on the
+        version read: an ack for a wake that is no longer current changes nothing."""
+        if len(acks) >= _TRANSACTION_ITEMS:
+            raise ValueError("too many acks for one transaction")
+        written = _bumped(subscription, read_version)
+        actions: list[dict[str, Any]] = [{"Put": self._put_over(written, read_version)}]
+        for ack in acks:
+            update: dict[str, Any] = {
+                "TableName": self.table,
+                "Key": _link_key(subscription, ack.path),
+                "UpdateExpression": "SET #acked = :at, #linc = :inc",
+                "ConditionExpression": "attribute_exists(pk)",
+                "ExpressionAttributeNames": {"#acked": "acked", "#linc": "linc"},
+                "ExpressionAttributeValues": {
+                    ":at": items.n(ack.position),
+                    ":inc": items.s(tails[ack.path].incarnation or ""),
+                },
+            }
+            actions.append({"Update": update})
+        call(self.dynamodb.transact_write_items, TransactItems=actions)
+        return written
+
+    def _put_over(self, subscription: Subscription, read_version: int) -> dict[str, Any]:
+        return {
+            "TableName": self.table,
+            "Item": encode_subscription(subscription),
+            "ConditionExpression": "#ver = :read",
+            "ExpressionAttributeNames": {"#ver": "ver"},
+            "ExpressionAttributeValues": {":read": items.n(read_version)},
+        }
+
+    # ------------------------------------------------------------ links
+
+    def links(self, subscription: Subscription) -> list[Link]:
+        request = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": items.s(_link_partition(subscription))},
+            "ConsistentRead": True,
+        }
+        return [decode_link(item) for item in each_item(self.dynamodb.query, request)]
+
+    def link(
+        self, subscription: Subscription, path: str, *, glob: bool, at: StreamTail | None
+    ) -> None:
+        """Mark `path` linked (by the pattern when `glob`, else explicitly). A new link starts
+        at `at` (None: the stream's beginning, whatever incarnation it is in); an existing
+        link keeps its cursor."""
+        kind, other = ("#glob", "#expl") if glob else ("#expl", "#glob")
+        names = {"#glob": "glob", "#expl": "expl", "#acked": "acked"}
+        values: dict[str, Any] = {
+            ":yes": {"BOOL": True},
+            ":no": {"BOOL": False},
+            ":at": items.n(at.tail if at else 0),
+        }
+        expression = f"SET {kind} = :yes, {other} = if_not_exists({other}, :no), "
+        expression += "#acked = if_not_exists(#acked, :at)"
+        if at is not None and at.incarnation is not None:
+            expression += ", #linc = if_not_exists(#linc, :inc)"
+            names["#linc"] = "linc"
+            values[":inc"] = items.s(at.incarnation)
+        call(
+            self.dynamodb.update_item,
+            TableName=self.table,
+            Key=_link_key(subscription, path),
+            UpdateExpression=expression,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+
+    def unlink_explicit(self, subscription: Subscription, path: str, *, keep: bool) -> None:
+        """Drop the explicit mark of a link; the link goes unless the pattern still holds it
+        (`keep`)."""
+        key = _link_key(subscription, path)
+        if keep:
+            call(
+                self.dynamodb.update_item,
+                TableName=self.table,
+                Key=key,
+                UpdateExpression="SET #expl = :no",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames={"#expl": "expl"},
+                ExpressionAttributeValues={":no": {"BOOL": False}},
+            )
+        else:
+            call(self.dynamodb.delete_item, TableName=self.table, Key=key)
+
+    def drop_links(self, subscription: Subscription) -> None:
+        """Delete a removed subscription's links (its tombstone already ignores them)."""
+        keys = [_link_key(subscription, link.path) for link in self.links(subscription)]
+        for start in range(0, len(keys), 25):
+            batch = [{"DeleteRequest": {"Key": key}} for key in keys[start : start + 25]]
+            pending: dict[str, Any] = {self.table: batch}
+            while pending:
+                response = call(self.dynamodb.batch_write_item, RequestItems=pending)
+                pending = response.get("UnprocessedItems") or {}
+                if pending:
+                    time.sleep(0.05)
+
+    # ------------------------------------------------------------ stream tails
+
+    def tails(self, paths: Iterable[str]) -> dict[str, StreamTail]:
+        """The current incarnation and tail of each stream (absent, expired or deleted
+        streams: not in the answer), read consistently in batches."""
+        found: dict[str, StreamTail] = {}
+        wanted = sorted(set(paths))
+        for start in range(0, len(wanted), _BATCH_GET):
+            keys = [items.stream_key(path) for path in wanted[start : start + _BATCH_GET]]
+            for item in self._batch_get(keys):
+                path = item["pk"]["S"].removeprefix(items.STREAM_PREFIX)
+                info = items.decode_stream(path, item)
+                if not info.soft_deleted and not info.is_expired(time.time()):
+                    found[path] = StreamTail(info.incarnation, info.tail)
+        return found
+
+    def _batch_get(self, keys: list[items.Item]) -> Iterator[items.Item]:
+        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
+        while request:
+            response = call(self.dynamodb.batch_get_item, RequestItems=request)
+            yield from response.get("Responses", {}).get(self.table, [])
+            request = response.get("UnprocessedKeys") or {}
+            if request:
+                time.sleep(0.05)
+
+
+def _bumped(subscription: Subscription, read_version: int) -> Subscription:
+    return replace(subscription, version=read_version + 1)
+
+
+# ---------------------------------------------------------------- item encoding
+
+
+def encode_subscription(subscription: Subscription) -> items.Item:
+    config = subscription.config
+    item: items.Item = {
+        "pk": items.s(REGISTRY),
+        "sk": items.s(subscription.id),
+        "inc": items.s(subscription.incarnation),
+        "cfg": items.s(json.dumps(_config_fields(config), sort_keys=True)),
+        "hash": items.s(subscription.config_hash),
+        "ctime": items.n(subscription.created_at),
+        "ver": items.n(subscription.version),
+        "gen": items.n(subscription.generation),
+        "expl": {"L": [items.s(path) for path in sorted(subscription.explicit)]},
+        "del": {"BOOL": subscription.deleted},
+        "fails": items.n(subscription.failed_attempts),
+        "next": items.n(subscription.next_attempt_at),
+        "root": items.s(subscription.public_root),
+    }
+    if subscription.wake is not None:
+        item["wake"] = items.s(json.dumps(asdict(subscription.wake)))
+    return item
+
+
+def _config_fields(config: SubscriptionConfig) -> dict[str, Any]:
+    fields = asdict(config)
+    fields["delivery"] = config.delivery.value
+    return fields
+
+
+def decode_subscription(item: items.Item) -> Subscription:
+    fields = json.loads(item["cfg"]["S"])
+    config = SubscriptionConfig(
+        delivery=Delivery(fields["delivery"]),
+        pattern=fields["pattern"],
+        streams=tuple(fields["streams"]),
+        webhook_url=fields["webhook_url"],
+        wake_stream=fields["wake_stream"],
+        lease_ttl_ms=fields["lease_ttl_ms"],
+        description=fields["description"],
+    )
+    wake = None
+    if "wake" in item:
+        raw = json.loads(item["wake"]["S"])
+        raw["tails"] = tuple((path, tail) for path, tail in raw["tails"])
+        wake = Wake(**raw)
+    return Subscription(
+        id=item["sk"]["S"],
+        incarnation=item["inc"]["S"],
+        config=config,
+        config_hash=item["hash"]["S"],
+        created_at=float(item["ctime"]["N"]),
+        version=int(item["ver"]["N"]),
+        generation=int(item["gen"]["N"]),
+        wake=wake,
+        explicit=frozenset(value["S"] for value in item.get("expl", {}).get("L", [])),
+        deleted=bool(item.get("del", {}).get("BOOL", False)),
+        failed_attempts=int(item.get("fails", {}).get("N", "0")),
+        next_attempt_at=float(item.get("next", {}).get("N", "0")),
+        public_root=item.get("root", {}).get("S", ""),
+    )
+
+
+def decode_link(item: items.Item) -> Link:
+    incarnation = item.get("linc", {}).get("S") or None
+    return Link(
+        path=item["sk"]["S"],
+        glob=bool(item.get("glob", {}).get("BOOL", False)),
+        explicit=bool(item.get("expl", {}).get("BOOL", False)),
+        acked=int(item.get("acked", {}).get("N", "0")),
+        incarnation=incarnation,
+    )
+
+
+__all__ = ["Conflict", "SubscriptionStore"]
