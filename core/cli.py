@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,6 +60,9 @@ def _serve(args: argparse.Namespace) -> int:
         except JournalError as exc:
             print(f"dsaws: {exc}", file=sys.stderr)
             return 3
+        if data_dir is not None and not (settings.webhook_secret or settings.webhook_secret_id):
+            secret = _webhook_secret(data_dir)
+            settings = settings.model_copy(update={"webhook_secret": secret})
         backend = build_backend(settings, endpoint=IN_PROCESS_ENDPOINT)
         emulator.connect(backend.dynamodb)
         emulator.connect(backend.s3)
@@ -134,6 +138,17 @@ def default_data_dir() -> Path:
 
 def _data_dir(args: argparse.Namespace) -> Path:
     return Path(args.data_dir) if args.data_dir is not None else default_data_dir()
+
+
+def _webhook_secret(data_dir: Path) -> str:
+    """The seed of the webhook signing key, kept with the data (owner-only): receivers that
+    cached the JWKS keep verifying across restarts."""
+    path = data_dir / "webhook-signing-seed"
+    if not path.exists():
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as seed:
+            seed.write(secrets.token_urlsafe(48))
+    return path.read_text().strip()
 
 
 def _origin_secret(settings: Settings) -> str | None:

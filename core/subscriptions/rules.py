@@ -76,8 +76,11 @@ def fenced() -> SubscriptionError:
     return SubscriptionError(409, "FENCED", "this wake is no longer current")
 
 
-def check_current(subscription: Subscription, generation: object, wake_id: object) -> Wake:
-    """The current wake, if the request names it; 409 FENCED otherwise."""
+def check_current(
+    subscription: Subscription, generation: object, wake_id: object, now: float
+) -> Wake:
+    """The current wake, if the request names it and its lease has not run out (whether or
+    not the expiry has been acted on yet); 409 FENCED otherwise."""
     wake = subscription.wake
     if (
         subscription.deleted
@@ -85,6 +88,7 @@ def check_current(subscription: Subscription, generation: object, wake_id: objec
         or isinstance(generation, bool)
         or generation != wake.generation
         or wake_id != wake.wake_id
+        or lease_expired(wake, now)
     ):
         raise fenced()
     return wake
@@ -143,13 +147,17 @@ def check_acks(acks: Iterable[Ack], statuses: Iterable[LinkStatus]) -> tuple[Ack
     for ack in acks:
         status = by_path.get(ack.path)
         if status is None:
-            raise invalid(f"stream {ack.path!r} is not linked to this subscription")
+            raise _invalid_offset(f"stream {ack.path!r} is not linked to this subscription")
         if ack.position > status.tail:
-            raise invalid(f"offset for {ack.path!r} is past the stream's tail")
+            raise _invalid_offset(f"offset for {ack.path!r} is past the stream's tail")
         best = forward.get(ack.path)
         if ack.position > status.acked and (best is None or ack.position > best.position):
             forward[ack.path] = ack
     return tuple(forward.values())
+
+
+def _invalid_offset(message: str) -> SubscriptionError:
+    return SubscriptionError(409, "INVALID_OFFSET", message)
 
 
 def retry_delay(failures: int, rng: random.Random | None = None) -> float:

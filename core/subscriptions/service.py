@@ -14,6 +14,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -264,10 +265,14 @@ class Subscriptions:
         paths = {task.target for task in tasks if task.kind is TaskKind.NOTICE}
         if paths:
             self.notice(paths)
+        deliveries = [task for task in tasks if task.kind is TaskKind.DELIVER]
+        if len(deliveries) > 1:  # webhooks wait on their receivers: in parallel
+            with ThreadPoolExecutor(max_workers=min(8, len(deliveries))) as pool:
+                list(pool.map(lambda task: self.deliver(task.target, task.generation), deliveries))
+        elif deliveries:
+            self.deliver(deliveries[0].target, deliveries[0].generation)
         for task in tasks:
-            if task.kind is TaskKind.DELIVER:
-                self.deliver(task.target, task.generation)
-            elif task.kind is TaskKind.EXPIRE:
+            if task.kind is TaskKind.EXPIRE:
                 self.expire(task.target, task.generation)
             elif task.kind is TaskKind.CHECK:
                 self.check(task.target)
@@ -507,7 +512,7 @@ class Subscriptions:
             raise invalid("at most 99 acks per request")
         while True:
             subscription = self._fenced_subscription(subscription_id)
-            check_current(subscription, generation, wake_id)
+            check_current(subscription, generation, wake_id, self.clock())
             links = self.store.links(subscription)
             tails = self.store.tails(link.path for link in links)
             statuses = link_statuses(links, tails)
@@ -581,7 +586,7 @@ class Subscriptions:
         self._authorize(subscription_id, authorization, generation, wake_id)
         while True:
             subscription = self._fenced_subscription(subscription_id)
-            check_current(subscription, generation, wake_id)
+            check_current(subscription, generation, wake_id, self.clock())
             try:
                 written = self.store.replace(cleared(subscription), subscription.version)
             except Conflict:

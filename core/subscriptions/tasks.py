@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import logging
@@ -10,6 +11,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any, Protocol
@@ -73,6 +75,8 @@ class InProcessScheduler:
         self._wakeup = threading.Condition()
         self._stopped = False
         self._thread: threading.Thread | None = None
+        # Rounds run on a few threads: one slow webhook must not hold back every other wake.
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="subscriptions")
         self.on_sweep: Callable[[], None] | None = None
 
     def send(self, task: Task, delay: float = 0.0) -> None:
@@ -95,6 +99,7 @@ class InProcessScheduler:
             self._wakeup.notify()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _loop(self) -> None:
         next_sweep = time.monotonic() + self._sweep_interval
@@ -119,11 +124,19 @@ class InProcessScheduler:
                     self._queued.discard(task)
                     due.append(task)
             if due:
-                self._guarded(self._run, due)
+                self._submit(self._run, due)
             if self._sweep_interval and time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + self._sweep_interval
                 if self.on_sweep is not None:
-                    self._guarded(lambda _: self.on_sweep and self.on_sweep(), [])
+                    self._submit(self._sweep, [])
+
+    def _sweep(self, _: list[Task]) -> None:
+        if self.on_sweep is not None:
+            self.on_sweep()
+
+    def _submit(self, work: Callable[[list[Task]], None], tasks: list[Task]) -> None:
+        with contextlib.suppress(RuntimeError):  # stopped meanwhile
+            self._pool.submit(self._guarded, work, tasks)
 
     def _guarded(self, work: Callable[[list[Task]], None], tasks: list[Task]) -> None:
         try:

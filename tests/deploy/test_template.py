@@ -37,7 +37,7 @@ PSEUDO_PARAMETERS = {
 }
 LAMBDA_RUNTIMES = {"python3.11", "python3.12", "python3.13"}
 SNAPSTART_RUNTIMES = {"python3.12", "python3.13"}
-DATA_ACTION_PREFIXES = ("dynamodb:", "s3:", "secretsmanager:")
+DATA_ACTION_PREFIXES = ("dynamodb:", "s3:", "secretsmanager:", "sqs:")
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -110,7 +110,7 @@ def test_runtimes_are_real_and_handlers_import(monkeypatch: pytest.MonkeyPatch) 
     functions = [
         r for r in template["Resources"].values() if r["Type"] == "AWS::Serverless::Function"
     ]
-    assert len(functions) == 3  # the API, the collector, the sealer
+    assert len(functions) == 4  # the API, the collector, the sealer, subscription delivery
     for function in functions:
         module_name, attribute = function["Properties"]["Handler"].rsplit(".", 1)
         handler = getattr(importlib.import_module(module_name), attribute)
@@ -136,6 +136,7 @@ def test_policies_grant_no_wildcard_actions_on_data() -> None:
 
 
 def test_only_the_api_reads_the_token_keys_and_the_origin_secret() -> None:
+    """...and the webhook signing seed, which the subscription function reads too."""
     template = load_template()
     secret_grants = {
         (name, action, str(statement["Resource"]))
@@ -144,12 +145,50 @@ def test_only_the_api_reads_the_token_keys_and_the_origin_secret() -> None:
         for action in statement["Action"]
         if action.startswith("secretsmanager:")
     }
-    resources = str([{"!Ref": "AuthKeys"}, {"!Ref": "OriginSecret"}])
-    assert secret_grants == {("ApiFunction", "secretsmanager:GetSecretValue", resources)}
+    api_secrets = [{"!Ref": "AuthKeys"}, {"!Ref": "OriginSecret"}, {"!Ref": "WebhookSigningSecret"}]
+    assert secret_grants == {
+        ("ApiFunction", "secretsmanager:GetSecretValue", str(api_secrets)),
+        (
+            "SubscriptionFunction",
+            "secretsmanager:GetSecretValue",
+            str({"!Ref": "WebhookSigningSecret"}),
+        ),
+    }
     api = template["Resources"]["ApiFunction"]["Properties"]["Environment"]["Variables"]
     assert api["DS_AUTH_SECRET_ID"] == {"!Ref": "AuthKeys"}
     assert api["DS_AUTH"] == {"!If": ["AccessControlOn", "true", "false"]}
     assert template["Parameters"]["AccessControl"]["Default"] == "on"
+
+
+def test_subscription_delivery_runs_from_its_queue_and_a_sweep_with_least_privilege() -> None:
+    template = load_template()
+    resources = template["Resources"]
+    function = resources["SubscriptionFunction"]["Properties"]
+    assert function["Handler"] == "functions.subscriptions.handler"
+    events = function["Events"]
+    assert events["Tasks"]["Type"] == "SQS"
+    assert events["Tasks"]["Properties"]["Queue"] == {"!GetAtt": "SubscriptionTasks.Arn"}
+    assert events["Sweep"]["Type"] == "Schedule"
+    queue = resources["SubscriptionTasks"]["Properties"]
+    # Lambda's advice: six times the timeout, so a batch being run is never handed out twice.
+    assert queue["VisibilityTimeout"] >= 6 * function["Timeout"]
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {
+        "!GetAtt": "SubscriptionTaskFailures.Arn"
+    }
+    granted = {
+        action: statement["Resource"]
+        for statement in _statements(resources["SubscriptionFunction"])
+        for action in statement["Action"]
+    }
+    # It never deletes, never touches S3, and sends only to its own queue.
+    assert not any(action.startswith("s3:") for action in granted)
+    assert not any("Delete" in action or "BatchWrite" in action for action in granted)
+    assert granted["sqs:SendMessage"] == {"!GetAtt": "SubscriptionTasks.Arn"}
+    # Both functions queue to it and read the same signing seed.
+    for name in ("ApiFunction", "SubscriptionFunction"):
+        variables = resources[name]["Properties"]["Environment"]["Variables"]
+        assert variables["DS_SUBSCRIPTION_QUEUE_URL"] == {"!Ref": "SubscriptionTasks"}
+        assert variables["DS_WEBHOOK_SECRET_ID"] == {"!Ref": "WebhookSigningSecret"}
 
 
 def test_the_sealer_runs_on_a_schedule_and_may_touch_only_what_sealing_needs() -> None:

@@ -1,0 +1,44 @@
+"""The subscription delivery function: runs the tasks the API queues in SQS (notices of
+appends, webhook deliveries and their retries, lease expiries, checks) and, on a schedule,
+the sweep that finds leases and retries whose task was lost.
+
+A batch whose round fails raises, so SQS delivers its messages again: every task is
+idempotent (each decision is a write conditioned on the subscription's version)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from core.config import load_settings
+from core.runtime import build_backend
+from core.subscriptions import Task
+from core.subscriptions.wiring import ConfiguredSubscriptions
+
+logger = Logger(service="durable-streams-subscriptions")
+_settings = load_settings()
+_service = ConfiguredSubscriptions(_settings, build_backend(_settings).store)
+
+
+def tasks_of(event: dict[str, Any]) -> list[Task]:
+    """The tasks of an SQS batch; a body that is not a task is logged and dropped (sending
+    it again would never make it one)."""
+    tasks = []
+    for record in event.get("Records", []):
+        try:
+            tasks.append(Task.from_json(record["body"]))
+        except (KeyError, TypeError, ValueError, json.JSONDecodeError):
+            logger.warning("dropped a message that is not a task", extra={"record": record})
+    return tasks
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
+    if isinstance(event, dict) and "Records" in event:
+        tasks = tasks_of(event)
+        _service.run(tasks)
+        return {"tasks": len(tasks)}
+    _service.sweep()
+    return {"swept": 1}
