@@ -32,7 +32,12 @@ class LambdaContext:
 
 
 def function_url_event(
-    method: str, target: str, headers: list[tuple[str, str]], body: bytes, source_ip: str
+    method: str,
+    target: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    source_ip: str,
+    scheme: str = "https",
 ) -> dict[str, Any]:
     split = urlsplit(target)
     joined: dict[str, str] = {}
@@ -44,6 +49,9 @@ def function_url_event(
             continue
         joined[key] = f"{joined[key]},{value}" if key in joined else value
     joined.setdefault("host", "localhost")  # a Function URL always names its own domain
+    # A Function URL says how the client reached it (always https there); the app builds the
+    # URLs it hands out (Location, subscription callbacks) with it.
+    joined["x-forwarded-proto"] = scheme
     query: dict[str, str] = {}
     for key, value in parse_qsl(split.query, keep_blank_values=True):
         query[key] = f"{query[key]},{value}" if key in query else value

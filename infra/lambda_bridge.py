@@ -68,8 +68,9 @@ def make_request_handler(handler: Handler) -> type[BaseHTTPRequestHandler]:
         def _invoke(self) -> None:
             body = self._body()
             headers = [(k, v) for k, v in self.headers.items() if k.lower() != "transfer-encoding"]
+            # The bridge is plain http: the URLs the app hands out must say so.
             event = function_url_event(
-                self.command, self.path, headers, body, self.client_address[0]
+                self.command, self.path, headers, body, self.client_address[0], scheme="http"
             )
             # Mangum runs the app on the thread's event loop, as Lambda runs one per process.
             loop = asyncio.new_event_loop()

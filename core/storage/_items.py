@@ -8,6 +8,8 @@ One table holds everything:
                            replaced the chunks of [start, end)
   gc#<n>   / <inc>         an incarnation whose data nobody can read any more
   sq#<n>   / <digest>      a stream with history to seal (its path, incarnation, tail)
+  sub#     / <id>          a subscription (core/subscriptions/store.py)
+  sl#<inc> / <path>        a stream linked to incarnation <inc> of a subscription
 """
 
 from __future__ import annotations
@@ -211,9 +213,18 @@ def decode_page_cursor(cursor: str) -> Item | None:
     return _key(partition, sort)
 
 
+SUBSCRIPTION_PARTITION = "sub#"
+SUBSCRIPTION_LINK_PREFIX = "sl#"
 # What a partition key of this table starts with: streams, chunk data, retired incarnations,
-# sealing marks.
-_PARTITION_KINDS = (STREAM_PREFIX, "d#", "gc#", SEAL_PREFIX)
+# sealing marks, subscriptions and their links. A listing's scan may stop on any of them.
+_PARTITION_KINDS = (
+    STREAM_PREFIX,
+    "d#",
+    "gc#",
+    SEAL_PREFIX,
+    SUBSCRIPTION_PARTITION,
+    SUBSCRIPTION_LINK_PREFIX,
+)
 
 
 def _fits(partition: str, sort: str) -> bool:

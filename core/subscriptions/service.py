@@ -267,7 +267,7 @@ class Subscriptions:
             self.notice(paths)
         deliveries = [task for task in tasks if task.kind is TaskKind.DELIVER]
         if len(deliveries) > 1:  # webhooks wait on their receivers: in parallel
-            with ThreadPoolExecutor(max_workers=min(8, len(deliveries))) as pool:
+            with ThreadPoolExecutor(min(8, len(deliveries)), "subscriptions-delivery") as pool:
                 list(pool.map(lambda task: self.deliver(task.target, task.generation), deliveries))
         elif deliveries:
             self.deliver(deliveries[0].target, deliveries[0].generation)

@@ -21,8 +21,8 @@ from ..storage import _items as items
 from ..storage.aws import Conflict, call, each_item
 from .model import Ack, Delivery, Link, StreamTail, Subscription, SubscriptionConfig, Wake
 
-REGISTRY = "sub#"
-LINK_PREFIX = "sl#"
+REGISTRY = items.SUBSCRIPTION_PARTITION
+LINK_PREFIX = items.SUBSCRIPTION_LINK_PREFIX
 _BATCH_GET = 100
 _TRANSACTION_ITEMS = 100
 

@@ -1,0 +1,304 @@
+"""The subscription service against the emulator, as two instances on one store: linking,
+backfill, wakes, fencing and claims, with the delivery tasks run by hand."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+from support import FakeClock, store_on
+
+from core.protocol.append import AppendIntent
+from core.protocol.offsets import format_offset
+from core.runtime import Backend
+from core.storage import CreateSpec, DynamoStore, Payload
+from core.subscriptions import (
+    Keys,
+    Sent,
+    SubscriptionError,
+    Subscriptions,
+    Task,
+    TaskKind,
+    parse_config,
+)
+from core.subscriptions._signing import SigningKey
+from core.subscriptions._tokens import TokenSigner, derive_token_key
+from core.subscriptions.store import SubscriptionStore
+from core.subscriptions.wiring import StreamAccess
+
+ROOT = "http://test.local/v1/stream/"
+SIGNING = SigningKey.from_secret_text("shared by both instances")
+KEYS = Keys(SIGNING, TokenSigner(derive_token_key(SIGNING.seed)))
+
+
+class Tasks:
+    """A scheduler that keeps tasks for the test to run when the fake clock says so."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.sent: list[tuple[Task, float]] = []  # (task, delay)
+        self._due: list[tuple[Task, float]] = []  # (task, time due)
+
+    def send(self, task: Task, delay: float = 0.0) -> None:
+        self.sent.append((task, delay))
+        self._due.append((task, self.clock.now + delay))
+
+    def take(self) -> list[Task]:
+        """The tasks due now, removed."""
+        due = [task for task, at in self._due if at <= self.clock.now]
+        self._due = [(task, at) for task, at in self._due if at > self.clock.now]
+        self.sent = [(task, delay) for task, delay in self.sent if task not in due]
+        return due
+
+    @property
+    def pending_now(self) -> bool:
+        return any(at <= self.clock.now for _, at in self._due)
+
+
+class Hook:
+    """The webhook: records bodies; answers with `answer`."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.answer = Sent(True)
+
+    def __call__(self, url: str, body: bytes, headers: dict[str, str], timeout: float) -> Sent:
+        self.bodies.append(json.loads(body))
+        return self.answer
+
+
+def instance(backend: Backend, clock: FakeClock, hook: Hook) -> tuple[Subscriptions, Tasks]:
+    store = store_on(backend, clock=clock)
+    tasks = Tasks(clock)
+    service = Subscriptions(
+        SubscriptionStore(store.dynamodb, store.table),
+        StreamAccess(store),
+        lambda: KEYS,
+        tasks,
+        hook,
+        clock=clock,
+    )
+    return service, tasks
+
+
+def create_stream(store: DynamoStore, path: str, data: bytes = b"") -> None:
+    store.create(path, CreateSpec("text/plain", None, None, False, Payload(data)))
+
+
+def append(store: DynamoStore, path: str, data: bytes) -> None:
+    outcome = store.append(path, AppendIntent("text/plain", True, False), Payload(data))
+    assert outcome.decision is not None and outcome.decision.commits
+
+
+def webhook(pattern: str | None = "jobs/*", **extra: Any) -> Any:
+    document = {"type": "webhook", "webhook": {"url": "https://hooks.example/x"}, **extra}
+    if pattern is not None:
+        document["pattern"] = pattern
+    return parse_config(json.dumps(document).encode(), allow_local_http=False)
+
+
+def pull(pattern: str = "jobs/*") -> Any:
+    document = {"type": "pull-wake", "pattern": pattern, "wake_stream": "wake/pool"}
+    return parse_config(json.dumps(document).encode(), allow_local_http=False)
+
+
+def ack_body(wake: dict[str, Any], path: str, position: int) -> bytes:
+    acks = [{"stream": path, "offset": format_offset(position)}]
+    document = {"wake_id": wake["wake_id"], "generation": wake["generation"], "acks": acks}
+    return json.dumps({**document, "done": True}).encode()
+
+
+def run_all(*queues: tuple[Subscriptions, Tasks]) -> None:
+    """Run every task due, on the instance that queued it, until none are left."""
+    while any(tasks.pending_now for _, tasks in queues):
+        for service, tasks in queues:
+            service.run(tasks.take())
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    import time
+
+    return FakeClock(time.time())
+
+
+def acked(service: Subscriptions, sid: str) -> dict[str, str]:
+    _, statuses = service.describe(sid)
+    return {s.link.path: format_offset(s.acked) for s in statuses}
+
+
+def test_create_confirms_identical_configs_refuses_others_and_backfills_at_tails(
+    backend: Backend, clock: FakeClock
+) -> None:
+    hook = Hook()
+    one, _ = instance(backend, clock, hook)
+    two, _ = instance(backend, clock, hook)
+    create_stream(backend.store, "jobs/old", b"history")
+    create_stream(backend.store, "other/x", b"unrelated")
+    status, _ = one.create("s", webhook(streams=["manual/a"]), ROOT)
+    assert status == 201
+    assert two.create("s", webhook(streams=["manual/a"]), ROOT)[0] == 200
+    with pytest.raises(SubscriptionError) as refused:
+        two.create("s", webhook(pattern="jobs/**"), ROOT)
+    assert refused.value.status == 409
+    # Existing matches start at their tails (no history replayed); the explicit stream that
+    # does not exist yet starts at zero; unrelated streams are not linked.
+    assert acked(two, "s") == {"jobs/old": format_offset(7), "manual/a": format_offset(0)}
+
+
+def test_an_append_on_either_instance_wakes_once_and_a_stale_ack_is_fenced(
+    backend: Backend, clock: FakeClock
+) -> None:
+    hook = Hook()
+    one = instance(backend, clock, hook)
+    two = instance(backend, clock, hook)
+    one[0].create("s", webhook(lease_ttl_ms=5000), ROOT)
+    run_all(one, two)  # the creation's check: nothing pending
+    assert hook.bodies == []
+
+    create_stream(backend.store, "jobs/new", b"abc")  # created after the subscription
+    two[0].changed("jobs/new")
+    one[0].changed("jobs/new")  # both instances notice; one wake is issued
+    run_all(one, two)
+    assert len(hook.bodies) == 1
+    wake = hook.bodies[0]
+    assert wake["streams"] == [
+        {
+            "path": "jobs/new",
+            "link_type": "glob",
+            "acked_offset": format_offset(0),  # found by an append: linked from the beginning
+            "tail_offset": format_offset(3),
+            "has_pending": True,
+        }
+    ]
+
+    authorization = f"Bearer {wake['callback_token']}"
+    body = ack_body(wake, "jobs/new", 3)
+    # The lease ran out before the worker acked: refused, even before the expiry ran.
+    clock.now += 5
+    with pytest.raises(SubscriptionError) as late:
+        two[0].complete("s", authorization, body)
+    assert late.value.code == "FENCED"
+    run_all(one, two)  # the expiry: a new generation for the same pending bytes
+    assert len(hook.bodies) == 2 and hook.bodies[1]["generation"] == wake["generation"] + 1
+    assert hook.bodies[1]["streams"][0]["acked_offset"] == format_offset(0)
+
+    fresh = hook.bodies[1]
+    fresh_body = ack_body(fresh, "jobs/new", 3)
+    with pytest.raises(SubscriptionError) as wrong_token:  # the old wake's token
+        one[0].complete("s", authorization, fresh_body)
+    assert wrong_token.value.code == "FENCED"
+    assert one[0].complete("s", f"Bearer {fresh['callback_token']}", fresh_body) is False
+    assert acked(two[0], "s") == {"jobs/new": format_offset(3)}
+    with pytest.raises(SubscriptionError) as again:  # the same ack twice: fenced
+        two[0].complete("s", f"Bearer {fresh['callback_token']}", fresh_body)
+    assert again.value.code == "FENCED"
+    with pytest.raises(SubscriptionError) as forged:
+        two[0].complete("s", "Bearer not-a-token", fresh_body)
+    assert forged.value.status == 401
+
+
+def test_a_recreated_stream_is_pending_from_its_new_beginning(
+    backend: Backend, clock: FakeClock
+) -> None:
+    hook = Hook()
+    hook.answer = Sent(True, done=True)
+    one = instance(backend, clock, hook)
+    create_stream(backend.store, "jobs/r", b"0123456789")
+    one[0].create("s", webhook(), ROOT)
+    backend.store.delete("jobs/r")
+    create_stream(backend.store, "jobs/r", b"new")  # shorter than the old ack
+    one[0].changed("jobs/r")
+    run_all(one)
+    assert [w["streams"][0]["acked_offset"] for w in hook.bodies] == [format_offset(0)]
+    assert acked(one[0], "s") == {"jobs/r": format_offset(3)}  # done: the snapshot acked
+
+
+def test_failed_deliveries_back_off_and_mark_the_subscription_failed(
+    backend: Backend, clock: FakeClock
+) -> None:
+    hook = Hook()
+    hook.answer = Sent(False, detail="status 500")
+    service, tasks = instance(backend, clock, hook)
+    service.create("s", webhook(lease_ttl_ms=1000), ROOT)
+    tasks.take()
+    create_stream(backend.store, "jobs/f", b"x")
+    service.notice(["jobs/f"])
+    delays = []
+    for _ in range(4):
+        deliveries = [(t, d) for t, d in tasks.sent if t.kind is TaskKind.DELIVER]
+        tasks.sent.clear()
+        task, delay = deliveries[-1]
+        delays.append(delay)
+        clock.now += delay
+        service.run([task])
+    assert delays[0] == 0 and 0.8 <= delays[1] <= 1.2 and 1.6 <= delays[2] <= 2.4
+    assert 3.2 <= delays[3] <= 4.8
+    assert len(hook.bodies) == 4 and len({b["generation"] for b in hook.bodies}) == 1
+    subscription, _ = service.describe("s")
+    assert subscription.status == "failed" and subscription.failed_attempts == 4
+    hook.answer = Sent(True)
+    retry = [t for t, _ in tasks.sent if t.kind is TaskKind.DELIVER][-1]
+    clock.now += 60
+    service.run([retry])
+    assert service.describe("s")[0].status == "active"
+
+
+def test_only_one_of_two_instances_claims_a_pull_wake(backend: Backend, clock: FakeClock) -> None:
+    hook = Hook()
+    one = instance(backend, clock, hook)
+    two = instance(backend, clock, hook)
+    backend.store.create("wake/pool", CreateSpec("application/json", None, None, False, Payload()))
+    one[0].create("p", pull(), ROOT)
+    with pytest.raises(SubscriptionError) as nothing:
+        one[0].claim("p", b'{"worker": "w1"}')
+    assert nothing.value.code == "NO_PENDING_WORK"
+    create_stream(backend.store, "jobs/p", b"work")
+    one[0].changed("jobs/p")
+    run_all(one, two)
+    events = backend.store.read(backend.store.get("wake/pool"), 0, 1 << 20)
+    assert [json.loads(m)["subscription_id"] for m in events.messages or ()] == ["p"]
+
+    results: list[Any] = []
+
+    def claim(service: Subscriptions, worker: str) -> None:
+        try:
+            results.append(service.claim("p", b'{"worker": "%s"}' % worker.encode()))
+        except SubscriptionError as error:
+            results.append(error)
+
+    threads = [
+        threading.Thread(target=claim, args=(service, f"w{i}"))
+        for i, (service, _) in enumerate((one, two, one, two))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    won = [r for r in results if not isinstance(r, SubscriptionError)]
+    lost = [r for r in results if isinstance(r, SubscriptionError)]
+    assert len(won) == 1 and len(lost) == 3
+    assert {error.code for error in lost} == {"ALREADY_CLAIMED"}
+    holder = won[0][0].wake.holder
+    assert all(error.extra["current_holder"] == holder for error in lost)
+
+
+def test_a_listing_pages_past_subscription_items(backend: Backend, clock: FakeClock) -> None:
+    """A listing's scan page may end on a subscription or link item: its cursor must be
+    accepted on the next page."""
+    hook = Hook()
+    service, _ = instance(backend, clock, hook)
+    for index in range(6):
+        create_stream(backend.store, f"jobs/{index}", b"x")
+    for index in range(4):
+        service.create(f"s{index}", webhook(), ROOT)
+    seen, cursor = [], None
+    for _ in range(200):
+        page = backend.store.list_streams("", cursor, 1)
+        seen.extend(page.paths)
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert sorted(seen) == [f"jobs/{index}" for index in range(6)]
