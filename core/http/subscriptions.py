@@ -160,14 +160,7 @@ def describe(
         "id": subscription.id,
         "subscription_id": subscription.id,
         "type": config.delivery.value,
-        "streams": [
-            {
-                key: value
-                for key, value in stream_report(status).items()
-                if key in {"path", "link_type", "acked_offset"}
-            }
-            for status in statuses
-        ],
+        "streams": [stream_report(status) for status in statuses],
         "lease_ttl_ms": config.lease_ttl_ms,
         "created_at": _iso(subscription.created_at),
         "status": subscription.status,

@@ -30,16 +30,39 @@ class SubscriptionConfig:
 
 
 @dataclass(frozen=True)
+class WakeStream:
+    """One pending stream as a wake announced it: enough to tell the recipient, and to ack
+    the snapshot (a webhook's {"done": true}) without reading anything again."""
+
+    path: str
+    link_type: str
+    acked: int
+    tail: int
+    incarnation: str | None  # of the stream at the snapshot: an ack applies to it only
+
+    def report(self) -> dict[str, object]:
+        from ..protocol.offsets import format_offset
+
+        return {
+            "path": self.path,
+            "link_type": self.link_type,
+            "acked_offset": format_offset(self.acked),
+            "tail_offset": format_offset(self.tail),
+            "has_pending": self.tail > self.acked,
+        }
+
+
+@dataclass(frozen=True)
 class Wake:
     """The wake in flight: issued, maybe held by a worker, until acked done, released or its
-    lease expires. `tails` is the snapshot the wake announced (path -> tail position)."""
+    lease expires. `streams` is the snapshot of pending streams it announced."""
 
     wake_id: str
     generation: int
     issued_at: float
     lease_expires_at: float | None  # None: a pull-wake nobody has claimed yet
     holder: str | None = None
-    tails: tuple[tuple[str, int], ...] = ()
+    streams: tuple[WakeStream, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -97,6 +120,11 @@ class LinkStatus:
     link: Link
     acked: int  # the acked position in the stream's current incarnation
     tail: int
+    incarnation: str | None = None  # the stream's current one (None: absent)
+
+    def snapshot(self) -> WakeStream:
+        kind = self.link.link_type.value
+        return WakeStream(self.link.path, kind, self.acked, self.tail, self.incarnation)
 
     @property
     def has_pending(self) -> bool:

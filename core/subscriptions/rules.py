@@ -31,7 +31,7 @@ def link_statuses(links: Iterable[Link], tails: Mapping[str, StreamTail]) -> tup
         tail = tails.get(link.path, StreamTail(None, 0))
         same = link.incarnation is None or link.incarnation == tail.incarnation
         acked = min(link.acked, tail.tail) if same else 0
-        statuses.append(LinkStatus(link, acked, tail.tail))
+        statuses.append(LinkStatus(link, acked, tail.tail, tail.incarnation))
     return tuple(sorted(statuses, key=lambda status: status.link.path))
 
 
@@ -57,7 +57,7 @@ def new_wake(
         issued_at=now,
         lease_expires_at=now + subscription.lease_ttl if leased else None,
         holder=holder,
-        tails=tuple((status.link.path, status.tail) for status in pending),
+        streams=tuple(status.snapshot() for status in pending),
     )
     return replace(subscription, generation=wake.generation, wake=wake)
 

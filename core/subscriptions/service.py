@@ -10,6 +10,7 @@ scheduled by the append path, by the operations themselves, and by retries.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import secrets
 import time
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import quote
 
 from ..protocol.errors import ProtocolError
 from ..protocol.offsets import format_offset, parse_position
@@ -362,8 +364,9 @@ class Subscriptions:
         wake = subscription.wake
         assert wake is not None
         if subscription.config.delivery is Delivery.WEBHOOK:
+            # The lease's timer is set by the delivery: a wake acked by its answer needs none
+            # (and a delivery that never ran is found by the sweep).
             self.scheduler.send(Task(TaskKind.DELIVER, subscription.id, wake.generation), delay)
-            self._schedule_expiry(subscription)
         else:
             self._write_wake_event(subscription, wake, statuses)
 
@@ -376,7 +379,7 @@ class Subscriptions:
     def _write_wake_event(
         self, subscription: Subscription, wake: Wake, statuses: Sequence[LinkStatus]
     ) -> None:
-        stream = wake.tails[0][0] if wake.tails else None
+        stream = wake.streams[0].path if wake.streams else None
         event = {
             "type": "wake",
             "subscription_id": subscription.id,
@@ -418,42 +421,56 @@ class Subscriptions:
             self._failed(subscription, wake)
 
     def _wake_body(self, subscription: Subscription, wake: Wake) -> bytes:
-        import json
-
-        statuses = {status.link.path: status for status in self._statuses(subscription)}
-        streams = [
-            _stream_report(statuses[path], tail) for path, tail in wake.tails if path in statuses
-        ]
         token = self.keys.tokens.issue(
             WakeToken(
-                subscription.id, wake.generation, wake.wake_id, int(self.clock()) + TOKEN_LIFETIME
+                subscription.id,
+                wake.generation,
+                wake.wake_id,
+                int(self.clock()) + TOKEN_LIFETIME,
             )
         )
+        sid = quote(subscription.id, safe="")
         document = {
             "subscription_id": subscription.id,
             "wake_id": wake.wake_id,
             "generation": wake.generation,
-            "streams": streams,
-            "callback_url": f"{subscription.public_root}__ds/subscriptions/"
-            f"{_quote(subscription.id)}/callback",
+            "streams": [stream.report() for stream in wake.streams],
+            "callback_url": f"{subscription.public_root}__ds/subscriptions/{sid}/callback",
             "callback_token": token,
         }
         return json.dumps(document).encode()
 
     def _delivered(self, subscription: Subscription, wake: Wake, sent: Sent) -> None:
         if sent.done:
-            acks = [Ack(path, tail) for path, tail in wake.tails]
-            with contextlib.suppress(
-                SubscriptionError
-            ):  # acked or fenced meanwhile by a callback: nothing left to do
-                self._complete(subscription.id, wake.generation, wake.wake_id, acks, done=True)
+            self._ack_snapshot(subscription, wake)
             return
+        healthy = replace(subscription, failed_attempts=0, next_attempt_at=0.0)
         if subscription.failed_attempts:
-            healthy = replace(subscription, failed_attempts=0, next_attempt_at=0.0)
-            with contextlib.suppress(
-                Conflict
-            ):  # a callback came first; the next failure or success resets it
-                self.store.replace(healthy, subscription.version)
+            # A callback may come first; then the next failure or success resets the count.
+            with contextlib.suppress(Conflict):
+                healthy = self.store.replace(healthy, subscription.version)
+        self._schedule_expiry(healthy)
+
+    def _ack_snapshot(self, subscription: Subscription, wake: Wake) -> None:
+        """A webhook answered {"done": true}: ack the tails its wake announced and end the
+        wake, with no read (the snapshot carries each stream's incarnation); then wake again
+        if more arrived meanwhile."""
+        acks = [Ack(stream.path, stream.tail) for stream in wake.streams]
+        incarnations = {stream.path: stream.incarnation for stream in wake.streams}
+        while True:
+            after = replace(cleared(subscription), failed_attempts=0, next_attempt_at=0.0)
+            try:
+                written = self.store.replace_with_acks(
+                    after, subscription.version, acks, incarnations
+                )
+            except Conflict:
+                latest = self.store.get(subscription.id)
+                if latest is None or latest.wake is None or latest.wake.wake_id != wake.wake_id:
+                    return  # acked, released or expired meanwhile
+                subscription = latest
+                continue
+            break
+        self._wake(written)
 
     def _failed(self, subscription: Subscription, wake: Wake) -> None:
         failures = subscription.failed_attempts + 1
@@ -519,8 +536,9 @@ class Subscriptions:
             forward = check_acks(acks, statuses)
             after = cleared(subscription) if done else extended(subscription, self.clock())
             try:
+                incarnations = {path: tail.incarnation for path, tail in tails.items()}
                 written = self.store.replace_with_acks(
-                    after, subscription.version, forward, _with_absent(tails, forward)
+                    after, subscription.version, forward, incarnations
                 )
             except Conflict:
                 continue
@@ -562,9 +580,10 @@ class Subscriptions:
                 after = new_wake(subscription, statuses, now, holder=worker)
             else:
                 pending = new_wake(subscription, statuses, now, holder=worker).wake
-                assert subscription.wake is not None and pending is not None
+                assert pending is not None
                 after = claimed(subscription, worker, now)
-                after = replace(after, wake=replace(after.wake, tails=pending.tails))
+                assert after.wake is not None
+                after = replace(after, wake=replace(after.wake, streams=pending.streams))
             try:
                 written = self.store.replace(after, subscription.version)
             except Conflict:
@@ -576,9 +595,7 @@ class Subscriptions:
         token = self.keys.tokens.issue(
             WakeToken(written.id, wake.generation, wake.wake_id, int(now) + TOKEN_LIFETIME)
         )
-        by_path = {status.link.path: status for status in statuses}
-        reports = tuple(_stream_report(by_path[path], tail) for path, tail in wake.tails)
-        return written, token, reports
+        return written, token, tuple(stream.report() for stream in wake.streams)
 
     def release(self, subscription_id: str, authorization: str | None, body: bytes) -> None:
         request = parse_json_object(body)
@@ -642,30 +659,13 @@ def _position(offset: str) -> int:
         raise invalid(exc.message) from exc
 
 
-def _with_absent(tails: dict[str, StreamTail], acks: Sequence[Ack]) -> dict[str, StreamTail]:
-    return {ack.path: tails.get(ack.path, StreamTail(None, 0)) for ack in acks}
-
-
-def _quote(value: str) -> str:
-    from urllib.parse import quote
-
-    return quote(value, safe="")
-
-
-def stream_report(status: LinkStatus, tail: int | None = None) -> dict[str, Any]:
-    return _stream_report(status, tail)
-
-
-def _stream_report(status: LinkStatus, tail: int | None = None) -> dict[str, Any]:
-    announced = status.tail if tail is None else tail
-    report: dict[str, Any] = {
+def stream_report(status: LinkStatus) -> dict[str, Any]:
+    """A linked stream as GET describes it."""
+    return {
         "path": status.link.path,
         "link_type": status.link.link_type.value,
         "acked_offset": format_offset(status.acked),
     }
-    report["tail_offset"] = format_offset(announced)
-    report["has_pending"] = announced > status.acked
-    return report
 
 
 __all__ = ["CreateResult", "Keys", "Link", "Sent", "Subscriptions"]

@@ -13,13 +13,22 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
 from ..storage import _items as items
 from ..storage.aws import Conflict, call, each_item
-from .model import Ack, Delivery, Link, StreamTail, Subscription, SubscriptionConfig, Wake
+from .model import (
+    Ack,
+    Delivery,
+    Link,
+    StreamTail,
+    Subscription,
+    SubscriptionConfig,
+    Wake,
+    WakeStream,
+)
 
 REGISTRY = items.SUBSCRIPTION_PARTITION
 LINK_PREFIX = items.SUBSCRIPTION_LINK_PREFIX
@@ -80,7 +89,11 @@ class SubscriptionStore:
         return written
 
     def replace_with_acks(
-        self, subscription: Subscription, read_version: int, acks: Sequence[Ack], tails: dict
+        self,
+        subscription: Subscription,
+        read_version: int,
+        acks: Sequence[Ack],
+        incarnations: Mapping[str, str | None],
     ) -> Subscription:
         """Move link cursors and write the subscription in one transaction, fenced on the
         version read: an ack for a wake that is no longer current changes nothing."""
@@ -97,7 +110,7 @@ class SubscriptionStore:
                 "ExpressionAttributeNames": {"#acked": "acked", "#linc": "linc"},
                 "ExpressionAttributeValues": {
                     ":at": items.n(ack.position),
-                    ":inc": items.s(tails[ack.path].incarnation or ""),
+                    ":inc": items.s(incarnations.get(ack.path) or ""),
                 },
             }
             actions.append({"Update": update})
@@ -256,7 +269,7 @@ def decode_subscription(item: items.Item) -> Subscription:
     wake = None
     if "wake" in item:
         raw = json.loads(item["wake"]["S"])
-        raw["tails"] = tuple((path, tail) for path, tail in raw["tails"])
+        raw["streams"] = tuple(WakeStream(**stream) for stream in raw["streams"])
         wake = Wake(**raw)
     return Subscription(
         id=item["sk"]["S"],

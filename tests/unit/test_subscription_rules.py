@@ -16,6 +16,7 @@ from core.subscriptions import (
     SubscriptionConfig,
     SubscriptionError,
 )
+from core.subscriptions.model import WakeStream
 from core.subscriptions.rules import (
     MAX_WAKE_STREAMS,
     ClaimKind,
@@ -86,7 +87,7 @@ def test_a_webhook_wake_is_leased_at_once_a_pull_wake_when_claimed() -> None:
     webhook = new_wake(subscription(), statuses, NOW, holder=None)
     assert webhook.generation == 7 and webhook.wake is not None
     assert webhook.wake.generation == 7 and webhook.wake.lease_expires_at == NOW + 2
-    assert webhook.wake.tails == (("a/1", 5),)
+    assert webhook.wake.streams == (WakeStream("a/1", "glob", 0, 5, "i1"),)
     pull = new_wake(subscription(Delivery.PULL_WAKE), statuses, NOW, holder=None)
     assert pull.wake is not None and pull.wake.lease_expires_at is None
     assert not lease_expired(pull.wake, NOW + 10**6)  # waits for a claim, however long
@@ -100,8 +101,8 @@ def test_a_wake_names_only_pending_streams_and_at_most_a_bounded_number() -> Non
     tails["a/idle"] = StreamTail("i1", 3)
     woken = new_wake(subscription(), link_statuses(links, tails), NOW, holder=None)
     assert woken.wake is not None
-    assert len(woken.wake.tails) == MAX_WAKE_STREAMS
-    assert "a/idle" not in dict(woken.wake.tails)
+    assert len(woken.wake.streams) == MAX_WAKE_STREAMS
+    assert "a/idle" not in {stream.path for stream in woken.wake.streams}
 
 
 def test_idle_means_no_wake_or_an_expired_lease() -> None:
