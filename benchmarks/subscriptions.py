@@ -45,10 +45,25 @@ class RoleMeter:
 
     request: Counter[str] = field(default_factory=Counter)
     delivery: Counter[str] = field(default_factory=Counter)
+    # Items the request path writes: each one a DynamoDB Streams record, were the table's
+    # stream what noticed appends.
+    request_item_writes: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def attach(self, client: Any) -> None:
         client.meta.events.register("before-call", self._count)
+        client.meta.events.register("provide-client-params.dynamodb", self._count_writes)
+
+    def _count_writes(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        if threading.current_thread().name.startswith(DELIVERY_THREAD_PREFIX):
+            return
+        writes = {"PutItem": 1, "UpdateItem": 1, "DeleteItem": 1}.get(model.name, 0)
+        if model.name == "TransactWriteItems":
+            writes = sum(1 for action in params["TransactItems"] if "ConditionCheck" not in action)
+        elif model.name == "BatchWriteItem":
+            writes = sum(len(requests) for requests in params["RequestItems"].values())
+        with self.lock:
+            self.request_item_writes += writes
 
     def _count(self, model: Any, **_: Any) -> None:
         name = threading.current_thread().name
@@ -61,6 +76,7 @@ class RoleMeter:
         with self.lock:
             self.request.clear()
             self.delivery.clear()
+            self.request_item_writes = 0
 
 
 class Receiver:
@@ -105,9 +121,15 @@ class Setup:
     service: Any
 
 
-def _setup(emulator: Emulator) -> Setup:
+def _setup(emulator: Emulator, subscriptions: bool = True) -> Setup:
     name = f"bench-subs-{uuid.uuid4().hex[:8]}"
-    settings = Settings(table=name, bucket=name, seal_interval=0, webhook_secret="benchmark")
+    settings = Settings(
+        table=name,
+        bucket=name,
+        seal_interval=0,
+        webhook_secret="benchmark",
+        subscriptions=subscriptions,
+    )
     backend = build_backend(settings, endpoint=IN_PROCESS_ENDPOINT)
     emulator.connect(backend.dynamodb)
     emulator.connect(backend.s3)
@@ -116,16 +138,17 @@ def _setup(emulator: Emulator) -> Setup:
     meter.attach(backend.dynamodb)
     meter.attach(backend.s3)
     app = backend.app()
-    service = app.state.subscriptions
+    service = getattr(app.state, "subscriptions", None)
     queued: Counter[str] = Counter()
-    scheduler = service.scheduler
-    original = scheduler.send
+    if service is not None:
+        scheduler = service.scheduler
+        original = scheduler.send
 
-    def counted(task: Any, delay: float = 0.0) -> None:
-        queued[task.kind.value] += 1
-        original(task, delay)
+        def counted(task: Any, delay: float = 0.0) -> None:
+            queued[task.kind.value] += 1
+            original(task, delay)
 
-    scheduler.send = counted
+        scheduler.send = counted
     transport = httpx.ASGITransport(app=app)
     client = httpx.AsyncClient(transport=transport, base_url="http://bench.local")
     return Setup(client, meter, queued, service)
@@ -156,9 +179,11 @@ async def _settled(setup: Setup, tail: str, subscriptions: int, timeout: float =
 
 
 async def calls_per_append(
-    emulator: Emulator, subscriptions: int, appends: int, spacing: float
-) -> dict[str, float]:
-    setup = _setup(emulator)
+    emulator: Emulator, subscriptions: int | None, appends: int, spacing: float
+) -> dict[str, Any]:
+    """`subscriptions` None: the subscription API turned off (the baseline)."""
+    setup = _setup(emulator, subscriptions is not None)
+    subscriptions = subscriptions or 0
     receiver = Receiver()
     try:
         await setup.client.put(
@@ -190,6 +215,7 @@ async def calls_per_append(
         request = sum(setup.meter.request.values()) / appends
         delivery = sum(setup.meter.delivery.values()) / appends
         return {
+            "item_writes": setup.meter.request_item_writes / appends,
             "request": request,
             "delivery": delivery,
             "queued": sum(setup.queued.values()) / appends,
@@ -200,7 +226,8 @@ async def calls_per_append(
     finally:
         receiver.server.shutdown()
         await setup.client.aclose()
-        setup.service.stop()
+        if setup.service is not None:
+            setup.service.stop()
 
 
 async def wake_latency(emulator: Emulator, samples: int) -> list[float]:

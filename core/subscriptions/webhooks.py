@@ -1,31 +1,51 @@
-"""Sending a webhook wake: one signed POST, re-checked against SSRF at send time."""
+"""Sending a webhook wake: one signed POST to an address checked at send time."""
 
 from __future__ import annotations
 
 import json
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from ._urls import resolve_allowed
+from ._urls import allowed_addresses
 from .service import Sent
 
 
 class WebhookSender:
     def __init__(self, *, allow_local_http: bool) -> None:
         self.allow_local_http = allow_local_http
-        # No redirects: a receiver must not steer the server to another address.
-        self._client = httpx.Client(follow_redirects=False, trust_env=False)
+        # No redirects: a receiver must not steer the server to another address. No pooled
+        # connections: one made for a name must never carry a request for another name that
+        # resolved to the same address.
+        self._client = httpx.Client(
+            follow_redirects=False,
+            trust_env=False,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
 
     def __call__(self, url: str, body: bytes, headers: dict[str, str], timeout: float) -> Sent:
         parts = urlsplit(url)
+        host = parts.hostname or ""
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        # The URL was checked when the subscription was made; its name may resolve elsewhere
-        # now (DNS rebinding), so its addresses are checked again before every POST.
-        if not resolve_allowed(parts.hostname or "", port, allow_local_http=self.allow_local_http):
+        # The URL was checked when the subscription was made, but its name may resolve
+        # elsewhere now (DNS rebinding). The name is resolved and checked here, and the POST
+        # goes to the checked address: the name is kept for the Host header and for TLS (SNI
+        # and certificate verification), so nothing resolves it a second time.
+        addresses = allowed_addresses(host, port, allow_local_http=self.allow_local_http)
+        if addresses is None:
             return Sent(False, detail="the webhook host resolves to a refused address")
+        address = addresses[0]
+        literal = f"[{address}]" if ":" in address else address
+        pinned = urlunsplit(parts._replace(netloc=f"{literal}:{port}"))
+        request_headers = {**headers, "Host": parts.netloc.rpartition("@")[2]}
         try:
-            response = self._client.post(url, content=body, headers=headers, timeout=timeout)
+            response = self._client.post(
+                pinned,
+                content=body,
+                headers=request_headers,
+                timeout=timeout,
+                extensions={"sni_hostname": host},
+            )
         except httpx.HTTPError as exc:
             return Sent(False, detail=f"{type(exc).__name__}: {exc}")
         if not 200 <= response.status_code < 300:

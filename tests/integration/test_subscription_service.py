@@ -302,3 +302,42 @@ def test_a_listing_pages_past_subscription_items(backend: Backend, clock: FakeCl
         if cursor is None:
             break
     assert sorted(seen) == [f"jobs/{index}" for index in range(6)]
+
+
+def test_the_webhook_sender_posts_to_the_checked_address_under_the_hooks_name() -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from core.subscriptions.webhooks import WebhookSender
+
+    seen: list[tuple[str, bytes]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append((self.headers["Host"], body))
+            answer = b'{"done": true}' if body == b"finish" else b"{}"
+            self.send_response(200 if body != b"fail" else 503)
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        local = WebhookSender(allow_local_http=True)
+        url = f"http://localhost:{port}/hook"
+        assert local(url, b"finish", {}, 2.0) == Sent(True, done=True)
+        assert local(url, b"later", {}, 2.0) == Sent(True, done=False)
+        assert not local(url, b"fail", {}, 2.0).ok
+        # The name went in the Host header; the connection went to the address checked.
+        assert [host for host, _ in seen] == [f"localhost:{port}"] * 3
+        # Without the development exception, a name resolving to loopback is never sent to.
+        refused = WebhookSender(allow_local_http=False)(url, b"x", {}, 2.0)
+        assert not refused.ok and "refused address" in refused.detail
+        assert len(seen) == 3
+    finally:
+        server.shutdown()
