@@ -270,19 +270,20 @@ async def _main(quick: bool) -> None:
     with Emulator() as emulator:
         print("AWS calls per append, by subscriptions matching the stream")
         print(
-            "| subscriptions | appends | request path | delivery | tasks queued (SQS) "
-            "| webhooks | delivery calls, most frequent |"
+            "| subscriptions | appends | request path | of which item writes "
+            "| delivery | tasks queued (SQS) | webhooks | delivery calls, most frequent |"
         )
-        print("|---|---|---|---|---|---|---|")
-        for subscriptions in (0, 1, 100):
+        print("|---|---|---|---|---|---|---|---|")
+        for subscriptions in (None, 0, 1, 100):
             for label, spacing in (("spaced 300 ms", 0.3), ("burst", 0.0)):
                 if subscriptions == 100 and quick and spacing:
                     continue
                 row = await calls_per_append(emulator, subscriptions, appends, spacing)
+                name = "API off" if subscriptions is None else subscriptions
                 print(
-                    f"| {subscriptions} | {appends}, {label} | {row['request']:.2f} "
-                    f"| {row['delivery']:.2f} | {row['queued']:.2f} | {row['webhooks']:.2f} "
-                    f"| {row['detail']} |"
+                    f"| {name} | {appends}, {label} | {row['request']:.2f} "
+                    f"| {row['item_writes']:.2f} | {row['delivery']:.2f} | {row['queued']:.2f} "
+                    f"| {row['webhooks']:.2f} | {row['detail']} |"
                 )
         latencies = await wake_latency(emulator, samples)
         print()
