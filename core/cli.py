@@ -110,8 +110,13 @@ def _serve(args: argparse.Namespace) -> int:
                 f"dsaws: local CDN (nginx) at {cdn.base_url}{settings.base_path}/",
                 flush=True,
             )
+        app = backend.app()
+        if settings.subscriptions:
+            # Timers and notices of the last run died with it; leases and retries come back
+            # with the sweep, pending work with this.
+            app.state.subscriptions.resume()
         uvicorn.run(
-            backend.app(),
+            app,
             host=args.host,
             port=args.port,
             log_level=args.log_level,

@@ -160,14 +160,18 @@ class Subscriptions:
             for path in self._streams_matching(pattern):
                 tail = self.store.tails([path]).get(path)
                 if tail is not None:
-                    self.store.link(subscription, path, glob=True, at=tail)
+                    explicit = path in subscription.explicit
+                    self.store.link(subscription, path, glob=True, explicit=explicit, at=tail)
         self._link_explicit(subscription, subscription.config.streams)
 
     def _link_explicit(self, subscription: Subscription, paths: Iterable[str]) -> None:
         paths = list(paths)
         tails = self.store.tails(paths)
         for path in paths:
-            self.store.link(subscription, path, glob=False, at=tails.get(path, StreamTail(None, 0)))
+            at = tails.get(path, StreamTail(None, 0))
+            self.store.link(
+                subscription, path, glob=_matches(subscription, path), explicit=True, at=at
+            )
 
     def _streams_matching(self, pattern: str) -> list[str]:
         prefix, cursor, found = literal_prefix(pattern), None, []
@@ -219,20 +223,9 @@ class Subscriptions:
                 continue
             break
         self._forget_registry()
-        pattern = subscription.config.pattern
-        keep = (
-            pattern is not None
-            and glob_matches(pattern, path)
-            and self._has_link(subscription, path, glob=True)
-        )
+        self._known_links.discard((subscription.incarnation, path))
         with contextlib.suppress(Conflict):  # no link was left to unmark
-            self.store.unlink_explicit(subscription, path, keep=keep)
-
-    def _has_link(self, subscription: Subscription, path: str, *, glob: bool) -> bool:
-        return any(
-            link.path == path and (link.glob if glob else link.explicit)
-            for link in self.store.links(subscription)
-        )
+            self.store.unlink_explicit(subscription, path, keep=_matches(subscription, path))
 
     def _existing(self, subscription_id: str) -> Subscription:
         subscription = self.store.get(subscription_id)
@@ -294,8 +287,8 @@ class Subscriptions:
             for path in named:
                 key = (subscription.incarnation, path)
                 if key not in self._known_links:
-                    explicit = path in subscription.explicit
-                    self.store.link(subscription, path, glob=not explicit, at=None)
+                    glob, explicit = _matches(subscription, path), path in subscription.explicit
+                    self.store.link(subscription, path, glob=glob, explicit=explicit, at=None)
                     self._known_links.add(key)
             if is_idle(subscription, now):
                 self._wake(subscription)
@@ -308,9 +301,17 @@ class Subscriptions:
             linked = {link.path for link in self.store.links(subscription)}
             for path in self._streams_matching(subscription.config.pattern):
                 if path not in linked:
-                    self.store.link(subscription, path, glob=True, at=None)
+                    explicit = path in subscription.explicit
+                    self.store.link(subscription, path, glob=True, explicit=explicit, at=None)
         if is_idle(subscription, self.clock()):
             self._wake(subscription)
+
+    def resume(self) -> None:
+        """After a restart of a process whose timers and queued tasks died with it (the
+        in-process scheduler): check every subscription once, as after its creation."""
+        for subscription in self.store.all():
+            if not subscription.deleted:
+                self.scheduler.send(Task(TaskKind.CHECK, subscription.id))
 
     def sweep(self) -> None:
         """The safety net: act on leases that ran out and retries that are due, whatever
@@ -640,9 +641,15 @@ class Subscriptions:
 # ---------------------------------------------------------------- helpers
 
 
-def _names(subscription: Subscription, path: str) -> bool:
+def _matches(subscription: Subscription, path: str) -> bool:
+    """Whether the subscription's pattern names `path`."""
     pattern = subscription.config.pattern
-    return path in subscription.explicit or (pattern is not None and glob_matches(pattern, path))
+    return pattern is not None and glob_matches(pattern, path)
+
+
+def _names(subscription: Subscription, path: str) -> bool:
+    """Whether the subscription names `path`, by its pattern or explicitly."""
+    return path in subscription.explicit or _matches(subscription, path)
 
 
 def _stream_list(body: bytes) -> tuple[str, ...]:

@@ -138,20 +138,26 @@ class SubscriptionStore:
         return [decode_link(item) for item in each_item(self.dynamodb.query, request)]
 
     def link(
-        self, subscription: Subscription, path: str, *, glob: bool, at: StreamTail | None
+        self,
+        subscription: Subscription,
+        path: str,
+        *,
+        glob: bool,
+        explicit: bool,
+        at: StreamTail | None,
     ) -> None:
-        """Mark `path` linked (by the pattern when `glob`, else explicitly). A new link starts
-        at `at` (None: the stream's beginning, whatever incarnation it is in); an existing
-        link keeps its cursor."""
-        kind, other = ("#glob", "#expl") if glob else ("#expl", "#glob")
+        """Mark `path` linked by the pattern (`glob`) and/or explicitly; a mark not given is
+        left as it was. A new link starts at `at` (None: the stream's beginning, whatever
+        incarnation it is in); an existing link keeps its cursor."""
         names = {"#glob": "glob", "#expl": "expl", "#acked": "acked"}
-        values: dict[str, Any] = {
-            ":yes": {"BOOL": True},
-            ":no": {"BOOL": False},
-            ":at": items.n(at.tail if at else 0),
-        }
-        expression = f"SET {kind} = :yes, {other} = if_not_exists({other}, :no), "
-        expression += "#acked = if_not_exists(#acked, :at)"
+        values: dict[str, Any] = {":yes": {"BOOL": True}, ":at": items.n(at.tail if at else 0)}
+        marks = [
+            f"{name} = :yes" if given else f"{name} = if_not_exists({name}, :no)"
+            for name, given in (("#glob", glob), ("#expl", explicit))
+        ]
+        if not (glob and explicit):  # DynamoDB refuses a value the expression does not use
+            values[":no"] = {"BOOL": False}
+        expression = f"SET {', '.join(marks)}, #acked = if_not_exists(#acked, :at)"
         if at is not None and at.incarnation is not None:
             expression += ", #linc = if_not_exists(#linc, :inc)"
             names["#linc"] = "linc"
@@ -174,10 +180,10 @@ class SubscriptionStore:
                 self.dynamodb.update_item,
                 TableName=self.table,
                 Key=key,
-                UpdateExpression="SET #expl = :no",
+                UpdateExpression="SET #expl = :no, #glob = :yes",
                 ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={"#expl": "expl"},
-                ExpressionAttributeValues={":no": {"BOOL": False}},
+                ExpressionAttributeNames={"#expl": "expl", "#glob": "glob"},
+                ExpressionAttributeValues={":no": {"BOOL": False}, ":yes": {"BOOL": True}},
             )
         else:
             call(self.dynamodb.delete_item, TableName=self.table, Key=key)

@@ -24,7 +24,9 @@ class TaskKind(Enum):
     NOTICE = "notice"  # a stream got data: link it to matching subscriptions and wake them
     DELIVER = "deliver"  # POST a webhook wake (first attempt or a retry)
     EXPIRE = "expire"  # a lease may have run out
-    CHECK = "check"  # look for pending work of one subscription (safety net after changes)
+    # Link what a pattern matches now, and wake if work is pending: after a creation (for
+    # instances with an older subscription list) and after a restart of `dsaws serve`.
+    CHECK = "check"
 
 
 @dataclass(frozen=True)

@@ -341,3 +341,40 @@ def test_the_webhook_sender_posts_to_the_checked_address_under_the_hooks_name() 
         assert len(seen) == 3
     finally:
         server.shutdown()
+
+
+def test_a_restarted_process_wakes_what_its_lost_notices_would_have(
+    backend: Backend, clock: FakeClock
+) -> None:
+    hook = Hook()
+    crashed, lost = instance(backend, clock, hook)  # its tasks are never run
+    crashed.create("s", webhook(), ROOT)
+    create_stream(backend.store, "jobs/during", b"data")
+    crashed.changed("jobs/during")
+    del lost  # the process died with its queued notice and its creation's check
+    restarted = instance(backend, clock, hook)
+    restarted[0].resume()
+    run_all(restarted)
+    assert [b["streams"][0]["path"] for b in hook.bodies] == ["jobs/during"]
+    assert hook.bodies[0]["streams"][0]["acked_offset"] == format_offset(0)
+
+
+def test_explicit_and_pattern_links_come_and_go_independently(
+    backend: Backend, clock: FakeClock
+) -> None:
+    hook = Hook()
+    service, _ = instance(backend, clock, hook)
+    service.create("s", webhook(streams=["jobs/both", "solo/x"]), ROOT)
+    create_stream(backend.store, "jobs/both", b"1")
+    service.notice(["jobs/both"])
+    kinds = {s.link.path: s.link.link_type.value for s in service.describe("s")[1]}
+    assert kinds == {"jobs/both": "explicit", "solo/x": "explicit"}
+    service.remove_stream("s", "jobs/both")  # the pattern still names it: it stays, as glob
+    service.remove_stream("s", "solo/x")  # nothing else names it: it goes
+    service.remove_stream("s", "solo/x")  # idempotent
+    kinds = {s.link.path: s.link.link_type.value for s in service.describe("s")[1]}
+    assert kinds == {"jobs/both": "glob"}
+    service.add_streams("s", b'{"streams": ["solo/x"]}')
+    service.add_streams("s", b'{"streams": ["solo/x"]}')
+    kinds = {s.link.path: s.link.link_type.value for s in service.describe("s")[1]}
+    assert kinds == {"jobs/both": "glob", "solo/x": "explicit"}
