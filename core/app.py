@@ -168,17 +168,18 @@ def _add_subscriptions(
     endpoints: StreamEndpoints,
     admit: Any,
 ) -> None:
-    """The `__ds` control API, and the append path's notices to it. A subscription can
-    name any stream, so managing one (or claiming its wakes) needs read on every stream."""
+    """The `__ds` control API (its access needs: `core.auth.decision`), and the append
+    path's notices to it."""
     from .http.subscriptions import add_subscription_routes
     from .subscriptions.wiring import ConfiguredSubscriptions
 
     service = ConfiguredSubscriptions(settings, store)  # type: ignore[arg-type]
     app.state.subscriptions = service
+    app.router.on_shutdown.append(service.stop)  # the in-process timer thread, if any
     endpoints.on_change = service.changed
 
-    async def admit_control(request: Request) -> Response | None:
-        access = await admit(request, LISTING_NEEDS)
+    async def admit_control(request: Request, needs: tuple[Need, ...]) -> Response | None:
+        access = await admit(request, needs)
         return responses.refused(access) if isinstance(access, Refused) else None
 
     def public_root(request: Request) -> str:

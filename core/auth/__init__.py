@@ -9,6 +9,8 @@ from typing import Any
 from .decision import (
     LISTING_NEEDS,
     OPEN,
+    SUBSCRIPTION_READ_NEEDS,
+    SUBSCRIPTION_WRITE_NEEDS,
     Allowed,
     BadSignature,
     BadToken,
@@ -43,6 +45,8 @@ __all__ = [
     "OPEN",
     "ORIGIN_SECRET_HEADER",
     "SIGNED_URL_PARAMETERS",
+    "SUBSCRIPTION_READ_NEEDS",
+    "SUBSCRIPTION_WRITE_NEEDS",
     "Action",
     "Allowed",
     "BadSignature",

@@ -38,6 +38,8 @@ class Need:
     def describe(self) -> str:
         if self.listing:
             return "read on every stream (a listing)"
+        if not self.path:
+            return f"{self.action.value} on every stream"
         return f"{self.action.value} on '{self.path}'"
 
 
@@ -58,6 +60,12 @@ def needs_for(method: str, path: str, fork_source: str | None = None) -> tuple[N
 # A listing's cursor is the table key where its scan stopped, which may name a stream outside
 # the prefix it lists: a listing needs read on every stream, whatever prefix it asks for.
 LISTING_NEEDS = (Need(Action.READ, "", listing=True),)
+
+# A subscription may name any stream, and what it delivers is their data: reading one's state
+# or claiming its wakes needs read on every stream; creating, changing or removing one needs
+# create on every stream as well (and a pull-wake's append on its wake stream).
+SUBSCRIPTION_READ_NEEDS = (Need(Action.READ, ""),)
+SUBSCRIPTION_WRITE_NEEDS = (Need(Action.READ, ""), Need(Action.CREATE, ""))
 
 
 # ---------------------------------------------------------------- what the request presented

@@ -15,6 +15,9 @@ from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from ..auth import SUBSCRIPTION_READ_NEEDS, SUBSCRIPTION_WRITE_NEEDS
+from ..auth.decision import Need
+from ..auth.grants import Action
 from ..protocol import caching
 from ..protocol.paths import RESERVED_SEGMENT
 from ..subscriptions import (
@@ -30,7 +33,7 @@ from ..subscriptions._signing import jwks
 from ..subscriptions.config import stream_path
 
 JWKS_MEDIA_TYPE = "application/jwk-set+json"
-Admit = Callable[[Request], Awaitable[Response | None]]
+Admit = Callable[[Request, tuple[Need, ...]], Awaitable[Response | None]]
 
 
 def add_subscription_routes(
@@ -45,7 +48,12 @@ def add_subscription_routes(
     """Routes under `{base_path}/__ds/`, registered before the stream routes. `admit` is the
     access check for control requests (None: let in); wake requests carry their own token."""
     control = f"{base_path}/{RESERVED_SEGMENT}"
-    kid = service.keys.signing.kid
+
+    def described(
+        subscription: Subscription, statuses: tuple[LinkStatus, ...], request: Request
+    ) -> dict[str, Any]:
+        # The key is read here, not at start: a cold start never waits on Secrets Manager.
+        return describe(subscription, statuses, public_root(request), service.keys.signing.kid)
 
     @app.get(f"{control}/jwks.json")
     async def signing_keys() -> Response:
@@ -55,21 +63,32 @@ def add_subscription_routes(
 
     @app.api_route(f"{control}/subscriptions/{{sid}}", methods=["PUT", "GET", "DELETE"])
     async def subscription(request: Request) -> Response:
-        refused = await admit(request)
+        reading = request.method == "GET"
+        needs = SUBSCRIPTION_READ_NEEDS if reading else SUBSCRIPTION_WRITE_NEEDS
+        refused = await admit(request, needs)
         if refused is not None:
             return refused
         try:
             sid = parse_subscription_id(request.path_params["sid"])
             if request.method == "PUT":
                 config = parse_config(await request.body(), allow_local_http=allow_local_http)
+                if config.wake_stream is not None:  # the server will append to it
+                    refused = await admit(request, (Need(Action.APPEND, config.wake_stream),))
+                    if refused is not None:
+                        return refused
                 status, created = await run_in_threadpool(
                     service.create, sid, config, public_root(request)
                 )
                 _, statuses = await run_in_threadpool(service.describe, sid)
-                return _json(status, describe(created, statuses, public_root(request), kid))
+                return _json(
+                    status,
+                    describe(created, statuses, public_root(request), service.keys.signing.kid),
+                )
             if request.method == "GET":
                 found, statuses = await run_in_threadpool(service.describe, sid)
-                return _json(200, describe(found, statuses, public_root(request), kid))
+                return _json(
+                    200, describe(found, statuses, public_root(request), service.keys.signing.kid)
+                )
             await run_in_threadpool(service.remove, sid)
             return Response(status_code=204, headers={"Cache-Control": caching.NO_STORE})
         except SubscriptionError as error:
@@ -77,7 +96,7 @@ def add_subscription_routes(
 
     @app.post(f"{control}/subscriptions/{{sid}}/streams")
     async def add_streams(request: Request) -> Response:
-        refused = await admit(request)
+        refused = await admit(request, SUBSCRIPTION_WRITE_NEEDS)
         if refused is not None:
             return refused
         try:
@@ -89,7 +108,7 @@ def add_subscription_routes(
 
     @app.delete(f"{control}/subscriptions/{{sid}}/streams/{{path:path}}")
     async def remove_stream(request: Request) -> Response:
-        refused = await admit(request)
+        refused = await admit(request, SUBSCRIPTION_WRITE_NEEDS)
         if refused is not None:
             return refused
         try:
@@ -102,7 +121,7 @@ def add_subscription_routes(
 
     @app.post(f"{control}/subscriptions/{{sid}}/claim")
     async def claim(request: Request) -> Response:
-        refused = await admit(request)
+        refused = await admit(request, SUBSCRIPTION_READ_NEEDS)
         if refused is not None:
             return refused
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from ..protocol.errors import ProtocolError
@@ -17,12 +18,18 @@ DEFAULT_LEASE_TTL_MS = 30_000
 MIN_LEASE_TTL_MS = 1_000
 MAX_LEASE_TTL_MS = 600_000
 MAX_EXPLICIT_STREAMS = 1_000
+# The explicit paths' UTF-8 bytes, in a PUT and in all (a PUT's plus those added): with the
+# wake snapshot's 64 KiB they keep a subscription's item far below DynamoDB's 400 KB.
+MAX_EXPLICIT_BYTES = 64 * 1024
+MAX_ALL_EXPLICIT_BYTES = 128 * 1024
 MAX_DESCRIPTION_CHARS = 1_000
 MAX_ID_BYTES = 256
 _FIELDS = {"type", "pattern", "streams", "webhook", "wake_stream", "lease_ttl_ms", "description"}
 
 
 def parse_subscription_id(value: str) -> str:
+    if not _is_text(value) or "\ufffd" in value:
+        raise invalid("a subscription id must be valid UTF-8 once percent-decoded")
     if not value or len(value.encode()) > MAX_ID_BYTES or "/" in value:
         raise invalid(f"a subscription id is 1 to {MAX_ID_BYTES} bytes without '/'")
     if any(ord(c) < 0x20 or c == "\x7f" for c in value):
@@ -30,10 +37,23 @@ def parse_subscription_id(value: str) -> str:
     return value
 
 
+def _is_text(value: str) -> bool:
+    """Whether `value` can be written as UTF-8 (no lone surrogates from a JSON escape)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def explicit_bytes(paths: Iterable[str]) -> int:
+    return sum(len(path.encode()) for path in paths)
+
+
 def parse_json_object(body: bytes) -> dict[str, Any]:
     try:
         document = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise invalid("the body must be a JSON object") from exc
     if not isinstance(document, dict):
         raise invalid("the body must be a JSON object")
@@ -66,7 +86,9 @@ def parse_config(body: bytes, *, allow_local_http: bool) -> SubscriptionConfig:
         raise invalid(f"lease_ttl_ms must be {MIN_LEASE_TTL_MS} to {MAX_LEASE_TTL_MS}")
     description = document.get("description")
     if description is not None and (
-        not isinstance(description, str) or len(description) > MAX_DESCRIPTION_CHARS
+        not isinstance(description, str)
+        or len(description) > MAX_DESCRIPTION_CHARS
+        or not _is_text(description)
     ):
         raise invalid(f"description must be a string of at most {MAX_DESCRIPTION_CHARS} chars")
     return SubscriptionConfig(
@@ -80,7 +102,10 @@ def parse_stream_list(value: object) -> tuple[str, ...]:
         raise invalid("streams must be an array of stream paths")
     if len(value) > MAX_EXPLICIT_STREAMS:
         raise invalid(f"at most {MAX_EXPLICIT_STREAMS} explicit streams")
-    return tuple(sorted({stream_path(item) for item in value}))
+    paths = tuple(sorted({stream_path(item) for item in value}))
+    if explicit_bytes(paths) > MAX_EXPLICIT_BYTES:
+        raise invalid(f"explicit stream paths may add up to {MAX_EXPLICIT_BYTES} bytes")
+    return paths
 
 
 def stream_path(value: str) -> str:
@@ -98,6 +123,8 @@ def _webhook_url(value: object, delivery: Delivery, allow_local_http: bool) -> s
         return None
     if not isinstance(value, dict) or set(value) != {"url"} or not isinstance(value["url"], str):
         raise invalid('a webhook subscription needs webhook: {"url": "https://..."}')
+    if not _is_text(value["url"]):
+        raise invalid("the webhook URL must be valid UTF-8")
     return check_webhook_url(value["url"], allow_local_http=allow_local_http)
 
 
@@ -122,7 +149,7 @@ def config_hash(config: SubscriptionConfig) -> str:
         "lease_ttl_ms": config.lease_ttl_ms,
         "description": config.description,
     }
-    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -13,11 +13,12 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from .errors import SubscriptionError, invalid
-from .model import Ack, Delivery, Link, LinkStatus, StreamTail, Subscription, Wake
+from .model import Ack, Link, LinkStatus, StreamTail, Subscription, Wake, WakeStream
 
 # A wake names at most this many streams (the rest stay pending for the next wake), which
 # keeps the subscription item far below DynamoDB's 400 KB.
 MAX_WAKE_STREAMS = 100
+MAX_WAKE_PATH_BYTES = 64 * 1024
 FIRST_RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 60.0
 RETRY_JITTER = 0.2
@@ -47,17 +48,26 @@ def is_idle(subscription: Subscription, now: float) -> bool:
 def new_wake(
     subscription: Subscription, statuses: Iterable[LinkStatus], now: float, holder: str | None
 ) -> Subscription:
-    """The subscription with a new wake announcing its pending streams. A webhook's lease
-    starts now; a pull-wake's when a worker claims it (`holder`)."""
-    pending = [status for status in statuses if status.has_pending][:MAX_WAKE_STREAMS]
-    leased = holder is not None or subscription.config.delivery is Delivery.WEBHOOK
+    """The subscription with a new wake announcing its pending streams. Its lease runs from
+    now: a webhook's, a claimed pull-wake's (`holder`), and an unclaimed pull-wake's too,
+    which is announced again (a new generation, a new wake event) if nobody claims it in
+    time, so a wake event that was never written cannot hold the subscription for ever."""
+    snapshot: list[WakeStream] = []
+    size = 0
+    for status in statuses:
+        if not status.has_pending:
+            continue
+        size += len(status.link.path.encode())
+        if len(snapshot) == MAX_WAKE_STREAMS or (snapshot and size > MAX_WAKE_PATH_BYTES):
+            break
+        snapshot.append(status.snapshot())
     wake = Wake(
         wake_id="w_" + secrets.token_urlsafe(12),
         generation=subscription.generation + 1,
         issued_at=now,
-        lease_expires_at=now + subscription.lease_ttl if leased else None,
+        lease_expires_at=now + subscription.lease_ttl,
         holder=holder,
-        streams=tuple(status.snapshot() for status in pending),
+        streams=tuple(snapshot),
     )
     return replace(subscription, generation=wake.generation, wake=wake)
 
@@ -85,7 +95,7 @@ def check_current(
     if (
         subscription.deleted
         or wake is None
-        or isinstance(generation, bool)
+        or type(generation) is not int  # not true, not 7.0
         or generation != wake.generation
         or wake_id != wake.wake_id
         or lease_expired(wake, now)

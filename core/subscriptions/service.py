@@ -14,7 +14,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -26,7 +26,13 @@ from ..storage.aws import Conflict
 from ._glob import glob_matches, literal_prefix
 from ._signing import SigningKey
 from ._tokens import TokenSigner, WakeToken
-from .config import config_hash, parse_json_object, parse_stream_list
+from .config import (
+    MAX_ALL_EXPLICIT_BYTES,
+    config_hash,
+    explicit_bytes,
+    parse_json_object,
+    parse_stream_list,
+)
 from .errors import SubscriptionError, invalid
 from .model import (
     Ack,
@@ -63,6 +69,8 @@ TOKEN_LIFETIME = 24 * 3600
 # elsewhere within this window is caught by the CHECK task its creation schedules after it.
 REGISTRY_MAX_AGE = 2.0
 _LIST_PAGE = 200
+# Tries of a write that keeps losing races before leaving it to the lease and the sweep.
+_ATTEMPTS = 10
 
 
 class CreateResult:
@@ -137,6 +145,9 @@ class Subscriptions:
                 config_hash=wanted_hash,
                 created_at=self.clock(),
                 version=(existing.version + 1) if existing else 1,
+                # Generations keep rising across a removal and re-creation: a worker that
+                # remembers the last one it saw never mistakes a new wake for an old one.
+                generation=existing.generation if existing else 0,
                 explicit=frozenset(config.streams),
                 public_root=public_root,
             )
@@ -203,6 +214,8 @@ class Subscriptions:
         while True:
             subscription = self._existing(subscription_id)
             explicit = subscription.explicit | set(paths)
+            if explicit_bytes(explicit) > MAX_ALL_EXPLICIT_BYTES:
+                raise invalid(f"explicit stream paths may add up to {MAX_ALL_EXPLICIT_BYTES} bytes")
             try:
                 self.store.replace(replace(subscription, explicit=explicit), subscription.version)
             except Conflict:
@@ -210,6 +223,8 @@ class Subscriptions:
             break
         self._forget_registry()
         self._link_explicit(subscription, paths)
+        # As after a creation: instances with an older list did not notice these streams.
+        self.scheduler.send(Task(TaskKind.CHECK, subscription.id), REGISTRY_MAX_AGE + 1)
 
     def remove_stream(self, subscription_id: str, path: str) -> None:
         while True:
@@ -263,11 +278,18 @@ class Subscriptions:
         deliveries = [task for task in tasks if task.kind is TaskKind.DELIVER]
         if len(deliveries) > 1:  # webhooks wait on their receivers: in parallel
             with ThreadPoolExecutor(min(8, len(deliveries)), "subscriptions-delivery") as pool:
-                list(pool.map(lambda task: self.deliver(task.target, task.generation), deliveries))
+                list(pool.map(self._run_one, deliveries))
         elif deliveries:
-            self.deliver(deliveries[0].target, deliveries[0].generation)
+            self._run_one(deliveries[0])
         for task in tasks:
-            if task.kind is TaskKind.EXPIRE:
+            if task.kind in {TaskKind.EXPIRE, TaskKind.CHECK}:
+                self._run_one(task)
+
+    def _run_one(self, task: Task) -> None:
+        with _isolated(task.target):
+            if task.kind is TaskKind.DELIVER:
+                self.deliver(task.target, task.generation)
+            elif task.kind is TaskKind.EXPIRE:
                 self.expire(task.target, task.generation)
             elif task.kind is TaskKind.CHECK:
                 self.check(task.target)
@@ -277,21 +299,21 @@ class Subscriptions:
         way is linked from its beginning: it was created after the subscription's backfill
         looked), then wake the idle ones."""
         paths = set(paths)
-        now = self.clock()
         for subscription in self.store.all():
-            if subscription.deleted:
-                continue
             named = [path for path in paths if _names(subscription, path)]
-            if not named:
-                continue
-            for path in named:
-                key = (subscription.incarnation, path)
-                if key not in self._known_links:
-                    glob, explicit = _matches(subscription, path), path in subscription.explicit
-                    self.store.link(subscription, path, glob=glob, explicit=explicit, at=None)
-                    self._known_links.add(key)
-            if is_idle(subscription, now):
-                self._wake(subscription)
+            if named and not subscription.deleted:
+                with _isolated(subscription.id):
+                    self._notice_one(subscription, named)
+
+    def _notice_one(self, subscription: Subscription, paths: list[str]) -> None:
+        for path in paths:
+            key = (subscription.incarnation, path)
+            if key not in self._known_links:
+                glob, explicit = _matches(subscription, path), path in subscription.explicit
+                self.store.link(subscription, path, glob=glob, explicit=explicit, at=None)
+                self._known_links.add(key)
+        if is_idle(subscription, self.clock()):
+            self._wake(subscription)
 
     def check(self, subscription_id: str) -> None:
         subscription = self.store.get(subscription_id)
@@ -314,21 +336,26 @@ class Subscriptions:
                 self.scheduler.send(Task(TaskKind.CHECK, subscription.id))
 
     def sweep(self) -> None:
-        """The safety net: act on leases that ran out and retries that are due, whatever
-        task for them was lost."""
+        """The safety net, whatever task was lost (a failed send, a failed round, a crash):
+        act on leases that ran out and retries that are due, and wake idle subscriptions
+        with pending work. Costs one Query, plus two reads per idle subscription."""
         now = self.clock()
         for subscription in self.store.all():
-            wake = subscription.wake
-            if subscription.deleted or wake is None:
+            if subscription.deleted:
                 continue
-            if lease_expired(wake, now):
-                self.expire(subscription.id, wake.generation)
-            elif (
-                subscription.config.delivery is Delivery.WEBHOOK
-                and subscription.failed_attempts
-                and subscription.next_attempt_at <= now
-            ):
-                self.deliver(subscription.id, wake.generation)
+            with _isolated(subscription.id):
+                self._sweep_one(subscription, now)
+
+    def _sweep_one(self, subscription: Subscription, now: float) -> None:
+        wake = subscription.wake
+        if wake is None or lease_expired(wake, now):
+            self._wake(subscription)  # clears an expired lease; wakes if work is pending
+        elif (
+            subscription.config.delivery is Delivery.WEBHOOK
+            and subscription.failed_attempts
+            and subscription.next_attempt_at <= now
+        ):
+            self.deliver(subscription.id, wake.generation)
 
     def _wake(self, subscription: Subscription) -> bool:
         """Issue a wake if the subscription is idle and has pending work; True if issued."""
@@ -370,6 +397,7 @@ class Subscriptions:
             self.scheduler.send(Task(TaskKind.DELIVER, subscription.id, wake.generation), delay)
         else:
             self._write_wake_event(subscription, wake, statuses)
+            self._schedule_expiry(subscription)  # unclaimed by then: announced again
 
     def _schedule_expiry(self, subscription: Subscription) -> None:
         wake = subscription.wake
@@ -458,7 +486,7 @@ class Subscriptions:
         if more arrived meanwhile."""
         acks = [Ack(stream.path, stream.tail) for stream in wake.streams]
         incarnations = {stream.path: stream.incarnation for stream in wake.streams}
-        while True:
+        for _ in range(_ATTEMPTS):
             after = replace(cleared(subscription), failed_attempts=0, next_attempt_at=0.0)
             try:
                 written = self.store.replace_with_acks(
@@ -468,10 +496,15 @@ class Subscriptions:
                 latest = self.store.get(subscription.id)
                 if latest is None or latest.wake is None or latest.wake.wake_id != wake.wake_id:
                     return  # acked, released or expired meanwhile
+                # Still this wake: the subscription changed, or a link was removed meanwhile
+                # (its ack has nothing left to move).
+                linked = {link.path for link in self.store.links(latest)}
+                acks = [ack for ack in acks if ack.path in linked]
                 subscription = latest
                 continue
-            break
-        self._wake(written)
+            self._wake(written)
+            return
+        logger.warning("subscription %s: the snapshot ack kept conflicting", subscription.id)
 
     def _failed(self, subscription: Subscription, wake: Wake) -> None:
         failures = subscription.failed_attempts + 1
@@ -547,13 +580,9 @@ class Subscriptions:
         if not done:
             self._schedule_expiry(written)
             return False
-        moved = {ack.path: ack.position for ack in forward}
-        next_wake = any(
-            status.tail > max(status.acked, moved.get(status.link.path, 0)) for status in statuses
-        )
-        if next_wake:
-            self._wake(written)
-        return next_wake
+        # Looked at afresh, not from the tails read before the write: an append noticed while
+        # this wake was in flight found the subscription busy, and only this look wakes it.
+        return self._wake(written)
 
     def claim(self, subscription_id: str, body: bytes) -> tuple[Subscription, str, tuple]:
         request = parse_json_object(body)
@@ -639,6 +668,16 @@ class Subscriptions:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+@contextlib.contextmanager
+def _isolated(subscription_id: str) -> Iterator[None]:
+    """One subscription's failure is logged and left to the sweep: it must not stop the
+    round for the others (nor send a whole SQS batch back to be retried)."""
+    try:
+        yield
+    except Exception:
+        logger.exception("subscription %s: delivery work failed", subscription_id)
 
 
 def _matches(subscription: Subscription, path: str) -> bool:

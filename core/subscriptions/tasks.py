@@ -78,7 +78,7 @@ class InProcessScheduler:
         self._stopped = False
         self._thread: threading.Thread | None = None
         # Rounds run on a few threads: one slow webhook must not hold back every other wake.
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="subscriptions")
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="subscriptions")
         self.on_sweep: Callable[[], None] | None = None
 
     def send(self, task: Task, delay: float = 0.0) -> None:

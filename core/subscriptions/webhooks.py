@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import time
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from ._urls import allowed_addresses
 from .service import Sent
+
+# Enough for {"done": true} and then some; the rest of a longer answer is never read.
+MAX_ANSWER_BYTES = 64 * 1024
 
 
 class WebhookSender:
@@ -38,19 +42,35 @@ class WebhookSender:
         literal = f"[{address}]" if ":" in address else address
         pinned = urlunsplit(parts._replace(netloc=f"{literal}:{port}"))
         request_headers = {**headers, "Host": parts.netloc.rpartition("@")[2]}
+        deadline = time.monotonic() + timeout
         try:
-            response = self._client.post(
+            with self._client.stream(
+                "POST",
                 pinned,
                 content=body,
                 headers=request_headers,
                 timeout=timeout,
                 extensions={"sni_hostname": host},
-            )
-        except httpx.HTTPError as exc:
+            ) as response:
+                answer = _read_within(response, deadline)
+        except (httpx.HTTPError, TimeoutError) as exc:
             return Sent(False, detail=f"{type(exc).__name__}: {exc}")
         if not 200 <= response.status_code < 300:
             return Sent(False, detail=f"status {response.status_code}")
-        return Sent(True, done=_says_done(response.content))
+        return Sent(True, done=_says_done(answer))
+
+
+def _read_within(response: httpx.Response, deadline: float) -> bytes:
+    """The answer's first MAX_ANSWER_BYTES, read by `deadline`: httpx's timeout bounds each
+    read, and a receiver trickling a byte at a time must not hold a delivery for longer."""
+    answer = bytearray()
+    for chunk in response.iter_bytes():
+        answer += chunk
+        if len(answer) >= MAX_ANSWER_BYTES:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError("the webhook's answer took longer than the delivery timeout")
+    return bytes(answer[:MAX_ANSWER_BYTES])
 
 
 def _says_done(content: bytes) -> bool:

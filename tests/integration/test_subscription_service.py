@@ -378,3 +378,113 @@ def test_explicit_and_pattern_links_come_and_go_independently(
     service.add_streams("s", b'{"streams": ["solo/x"]}')
     kinds = {s.link.path: s.link.link_type.value for s in service.describe("s")[1]}
     assert kinds == {"jobs/both": "glob", "solo/x": "explicit"}
+
+
+def test_an_append_while_a_wake_is_in_flight_is_woken_after_its_done(
+    backend: Backend, clock: FakeClock
+) -> None:
+    hook = Hook()
+    one = instance(backend, clock, hook)
+    two = instance(backend, clock, hook)
+    one[0].create("s", webhook(lease_ttl_ms=5000), ROOT)
+    create_stream(backend.store, "jobs/x", b"abc")
+    one[0].changed("jobs/x")
+    run_all(one, two)
+    wake = hook.bodies[-1]
+    # More data while the wake is out: its notice finds the subscription busy.
+    append(backend.store, "jobs/x", b"def")
+    two[0].changed("jobs/x")
+    run_all(one, two)
+    assert len(hook.bodies) == 1
+    done = one[0].complete("s", f"Bearer {wake['callback_token']}", ack_body(wake, "jobs/x", 3))
+    assert done is True  # next_wake: the done looked again and found [3, 6)
+    run_all(one, two)
+    assert len(hook.bodies) == 2
+    assert hook.bodies[1]["streams"][0]["acked_offset"] == format_offset(3)
+    assert hook.bodies[1]["streams"][0]["tail_offset"] == format_offset(6)
+
+
+def test_the_sweep_wakes_pending_work_whose_notice_was_lost(
+    backend: Backend, clock: FakeClock
+) -> None:
+    hook = Hook()
+    service, tasks = instance(backend, clock, hook)
+    service.create("s", webhook(streams=["jobs/x"]), ROOT)
+    create_stream(backend.store, "jobs/x", b"abc")
+    run_all((service, tasks))
+    assert hook.bodies == []  # nobody told the subscriptions about the write
+    service.sweep()
+    run_all((service, tasks))
+    assert [b["streams"][0]["path"] for b in hook.bodies] == ["jobs/x"]
+
+
+def test_an_unclaimed_pull_wake_is_announced_again_once_its_stream_exists(
+    backend: Backend, clock: FakeClock
+) -> None:
+    hook = Hook()
+    service, tasks = instance(backend, clock, hook)
+    service.create("p", pull(), ROOT)
+    create_stream(backend.store, "jobs/x", b"abc")
+    service.changed("jobs/x")
+    run_all((service, tasks))  # the wake event had nowhere to go: no wake stream yet
+    backend.store.create("wake/pool", CreateSpec("application/json", None, None, False, Payload()))
+    clock.now += 31  # the default lease: nobody claimed the wake
+    run_all((service, tasks))
+    events = backend.store.read(backend.store.get("wake/pool"), 0, 1 << 20)
+    announced = [json.loads(m) for m in events.messages or ()]
+    assert [e["subscription_id"] for e in announced] == ["p"]
+    assert announced[0]["generation"] == 2  # a new generation, not the lost one
+
+
+def test_a_done_for_a_link_removed_meanwhile_ends_the_wake(
+    backend: Backend, clock: FakeClock
+) -> None:
+    hook = Hook()
+    service, tasks = instance(backend, clock, hook)
+    service.create("s", webhook(pattern=None, streams=["solo/x"]), ROOT)
+    create_stream(backend.store, "solo/x", b"abc")
+    service.changed("solo/x")
+    run_all((service, tasks))
+    subscription, _ = service.describe("s")
+    wake = subscription.wake
+    assert wake is not None
+    service.remove_stream("s", "solo/x")
+    service._ack_snapshot(service.describe("s")[0], wake)  # what {"done": true} does
+    after, links = service.describe("s")
+    assert after.wake is None and links == ()
+
+
+def test_a_trickling_webhook_answer_is_cut_off_at_the_delivery_timeout() -> None:
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from core.subscriptions.webhooks import WebhookSender
+
+    class Trickle(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            try:
+                for _ in range(1000):  # a byte every 0.2 s: each read is quick enough
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.2)
+            except OSError:
+                return  # the server hung up, as it should
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        started = time.monotonic()
+        sent = WebhookSender(allow_local_http=True)(
+            f"http://127.0.0.1:{server.server_address[1]}/", b"{}", {}, 1.0
+        )
+        assert not sent.ok and "TimeoutError" in sent.detail
+        assert time.monotonic() - started < 2.5
+    finally:
+        server.shutdown()

@@ -82,15 +82,16 @@ def test_an_absent_stream_has_nothing_pending_and_an_ack_is_never_past_the_tail(
     assert by_path["a/short"].acked == 20
 
 
-def test_a_webhook_wake_is_leased_at_once_a_pull_wake_when_claimed() -> None:
+def test_every_wake_is_leased_from_its_issue() -> None:
     statuses = link_statuses([link("a/1", 0)], {"a/1": StreamTail("i1", 5)})
     webhook = new_wake(subscription(), statuses, NOW, holder=None)
     assert webhook.generation == 7 and webhook.wake is not None
     assert webhook.wake.generation == 7 and webhook.wake.lease_expires_at == NOW + 2
     assert webhook.wake.streams == (WakeStream("a/1", "glob", 0, 5, "i1"),)
     pull = new_wake(subscription(Delivery.PULL_WAKE), statuses, NOW, holder=None)
-    assert pull.wake is not None and pull.wake.lease_expires_at is None
-    assert not lease_expired(pull.wake, NOW + 10**6)  # waits for a claim, however long
+    assert pull.wake is not None and pull.wake.holder is None
+    # Unclaimed for a lease, it is announced again: a lost wake event holds nothing for ever.
+    assert not lease_expired(pull.wake, NOW + 1.9) and lease_expired(pull.wake, NOW + 2)
     other = new_wake(subscription(), statuses, NOW, holder=None)
     assert other.wake is not None and other.wake.wake_id != webhook.wake.wake_id
 
@@ -125,6 +126,7 @@ def test_fencing_needs_the_current_generation_and_wake_within_its_lease() -> Non
         (wake.generation - 1, wake.wake_id, NOW),  # an older generation
         (wake.generation, "w_other", NOW),  # another wake of the same generation
         (True, wake.wake_id, NOW),  # JSON true is not the number 1
+        (float(wake.generation), wake.wake_id, NOW),  # nor is 7.0 the generation 7
         (str(wake.generation), wake.wake_id, NOW),
         (wake.generation, wake.wake_id, NOW + 2),  # the lease ran out
     ]
@@ -141,11 +143,12 @@ def test_claims_take_the_wake_in_flight_refuse_a_held_lease_and_replace_an_expir
     sub = subscription(Delivery.PULL_WAKE)
     assert decide_claim(sub, NOW).kind is ClaimKind.NEW
     waiting = new_wake(sub, (), NOW, holder=None)
-    assert decide_claim(waiting, NOW + 100).kind is ClaimKind.TAKE
-    held = claimed(waiting, "worker-1", NOW + 100)
-    busy = decide_claim(held, NOW + 101)
+    assert decide_claim(waiting, NOW + 1).kind is ClaimKind.TAKE
+    assert decide_claim(waiting, NOW + 2).kind is ClaimKind.NEW  # unclaimed too long
+    held = claimed(waiting, "worker-1", NOW + 1)
+    busy = decide_claim(held, NOW + 2.5)
     assert busy.kind is ClaimKind.BUSY and busy.holder == "worker-1"
-    assert decide_claim(held, NOW + 102).kind is ClaimKind.NEW  # 2 s lease ran out
+    assert decide_claim(held, NOW + 3).kind is ClaimKind.NEW  # the 2 s lease ran out
 
 
 def test_acks_move_cursors_forward_only_and_are_refused_whole_when_wrong() -> None:

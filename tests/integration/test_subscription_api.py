@@ -1,0 +1,130 @@
+"""The `__ds` control API over HTTP: hostile input is refused with 4xx and changes nothing,
+and access control asks for what a subscription can reach."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from auth_support import KEY_SET_TEXT, bearer, token
+from starlette.testclient import TestClient
+
+from core.app import create_app
+from core.runtime import Backend
+
+SUBS = "/v1/stream/__ds/subscriptions"
+HOOK = {"type": "webhook", "pattern": "jobs/*", "webhook": {"url": "https://hooks.example/x"}}
+
+
+def _app(backend: Backend, **settings: Any) -> TestClient:
+    configured = backend.settings.model_copy(
+        update={"webhook_secret": "api tests", "webhook_allow_localhost": False, **settings}
+    )
+    return TestClient(create_app(configured, backend.store))
+
+
+@pytest.fixture
+def client(backend: Backend) -> Iterator[TestClient]:
+    with _app(backend) as client:
+        yield client
+
+
+def _stored(backend: Backend) -> list[dict[str, Any]]:
+    table = backend.settings.table
+    return sorted(
+        backend.dynamodb.scan(TableName=table, ConsistentRead=True)["Items"],
+        key=lambda item: (item["pk"]["S"], item["sk"]["S"]),
+    )
+
+
+HOSTILE_BODIES = [
+    b"[" * 100_000,  # nesting deeper than the parser's recursion
+    b'{"type": "webhook", "pattern": "jobs/*", "webhook": {"url": "https://h.example/\\ud800"}}',
+    json.dumps({**HOOK, "description": "\ud800"}).encode(),
+    json.dumps({**HOOK, "streams": ["s" * 1000 + str(i) for i in range(200)]}).encode(),
+    json.dumps({**HOOK, "lease_ttl_ms": 10**100}).encode(),
+    json.dumps({**HOOK, "webhook": {"url": "https://[fe80::1%25eth0]/x"}}).encode(),
+    b"\xff\xfe",
+    b"",
+]
+
+
+def test_hostile_subscription_bodies_are_refused_and_change_nothing(
+    client: TestClient, backend: Backend
+) -> None:
+    assert client.put(f"{SUBS}/kept", json=HOOK).status_code == 201
+    before = _stored(backend)
+    for body in HOSTILE_BODIES:
+        for method, url in [
+            ("PUT", f"{SUBS}/new"),
+            ("PUT", f"{SUBS}/kept"),
+            ("POST", f"{SUBS}/kept/streams"),
+            ("POST", f"{SUBS}/kept/claim"),
+            ("POST", f"{SUBS}/kept/callback"),
+            ("POST", f"{SUBS}/kept/ack"),
+            ("POST", f"{SUBS}/kept/release"),
+        ]:
+            response = client.request(method, url, content=body)
+            assert 400 <= response.status_code < 500, (method, url, body[:40], response.text)
+            assert response.json()["error"]["code"]
+    assert _stored(backend) == before
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", f"{SUBS}/%FF", 400),  # not UTF-8: never the same id as %FE
+        ("GET", f"{SUBS}/absent", 404),
+        ("DELETE", f"{SUBS}/absent", 404),
+        ("POST", f"{SUBS}/absent/claim", 400),  # no worker named
+        ("GET", "/v1/stream/__ds/anything", 404),
+        ("POST", f"{SUBS}/kept/callback", 401),  # no token
+    ],
+)
+def test_unknown_and_malformed_control_requests(
+    client: TestClient, method: str, path: str, status: int
+) -> None:
+    client.put(f"{SUBS}/kept", json=HOOK)
+    response = client.request(method, path, content=b"{}")
+    assert response.status_code == status, response.text
+
+
+def test_explicit_streams_are_bounded_in_all(client: TestClient, backend: Backend) -> None:
+    assert client.put(f"{SUBS}/big", json={**HOOK, "streams": ["a"]}).status_code == 201
+    batch = [f"{'p' * 900}/{i}" for i in range(60)]  # about 54 KB a request
+    assert client.post(f"{SUBS}/big/streams", json={"streams": batch}).status_code == 204
+    more = [f"{'q' * 900}/{i}" for i in range(60)]
+    assert client.post(f"{SUBS}/big/streams", json={"streams": more}).status_code == 204
+    before = _stored(backend)
+    too_many = [f"{'r' * 900}/{i}" for i in range(60)]
+    refused = client.post(f"{SUBS}/big/streams", json={"streams": too_many})
+    assert refused.status_code == 400 and "bytes" in refused.json()["error"]["message"]
+    assert _stored(backend) == before
+    assert client.get(f"{SUBS}/big").status_code == 200
+
+
+def test_what_each_control_request_needs(backend: Backend) -> None:
+    with _app(backend, auth=True, auth_secret=KEY_SET_TEXT) as client:
+        pull = {"type": "pull-wake", "pattern": "jobs/*", "wake_stream": "victim/log"}
+        reader = bearer(token("read:*"))
+        creator = bearer(token("read,create:*"))
+        # Reading every stream is not enough to make a subscription...
+        assert client.put(f"{SUBS}/w", json=HOOK, headers=reader).status_code == 403
+        assert client.put(f"{SUBS}/w", json=HOOK, headers=creator).status_code == 201
+        # ...and one that writes wake events needs append on its wake stream.
+        assert client.put(f"{SUBS}/p", json=pull, headers=creator).status_code == 403
+        appender = bearer(token("read,create:* append:victim/log"))
+        assert client.put(f"{SUBS}/p", json=pull, headers=appender).status_code == 201
+        # Reading a subscription, or claiming its wakes, needs read on every stream.
+        assert client.get(f"{SUBS}/w", headers=reader).status_code == 200
+        assert client.get(f"{SUBS}/w", headers=bearer(token("read:jobs/"))).status_code == 403
+        assert client.get(f"{SUBS}/w").status_code == 401
+        claim = client.post(f"{SUBS}/p/claim", json={"worker": "w"}, headers=reader)
+        assert claim.json()["error"]["code"] == "NO_PENDING_WORK"
+        # Removing one is a change: read alone does not do it.
+        assert client.delete(f"{SUBS}/w", headers=reader).status_code == 403
+        assert client.delete(f"{SUBS}/w", headers=creator).status_code == 204
+        # The signing keys are public.
+        assert client.get("/v1/stream/__ds/jwks.json").status_code == 200
