@@ -34,6 +34,7 @@ from ..subscriptions.config import stream_path
 
 JWKS_MEDIA_TYPE = "application/jwk-set+json"
 Admit = Callable[[Request, tuple[Need, ...]], Awaitable[Response | None]]
+Work = Callable[[str], Awaitable[Response]]
 
 
 def add_subscription_routes(
@@ -49,6 +50,18 @@ def add_subscription_routes(
     access check for control requests (None: let in); wake requests carry their own token."""
     control = f"{base_path}/{RESERVED_SEGMENT}"
 
+    async def answer(request: Request, needs: tuple[Need, ...] | None, work: Work) -> Response:
+        """Admit the request (`needs` None: it carries a wake token instead), then run `work`
+        with the subscription id; a refusal answers in the control API's error shape."""
+        if needs is not None:
+            refused = await admit(request, needs)
+            if refused is not None:
+                return refused
+        try:
+            return await work(parse_subscription_id(request.path_params["sid"]))
+        except SubscriptionError as error:
+            return _error(error)
+
     def described(
         subscription: Subscription, statuses: tuple[LinkStatus, ...], request: Request
     ) -> dict[str, Any]:
@@ -61,71 +74,57 @@ def add_subscription_routes(
         headers = {"Cache-Control": "public, max-age=300"}
         return Response(body, media_type=JWKS_MEDIA_TYPE, headers=headers)
 
-    @app.api_route(f"{control}/subscriptions/{{sid}}", methods=["PUT", "GET", "DELETE"])
-    async def subscription(request: Request) -> Response:
-        reading = request.method == "GET"
-        needs = SUBSCRIPTION_READ_NEEDS if reading else SUBSCRIPTION_WRITE_NEEDS
-        refused = await admit(request, needs)
-        if refused is not None:
-            return refused
-        try:
-            sid = parse_subscription_id(request.path_params["sid"])
-            if request.method == "PUT":
-                config = parse_config(await request.body(), allow_local_http=allow_local_http)
-                if config.wake_stream is not None:  # the server will append to it
-                    refused = await admit(request, (Need(Action.APPEND, config.wake_stream),))
-                    if refused is not None:
-                        return refused
-                status, created = await run_in_threadpool(
-                    service.create, sid, config, public_root(request)
-                )
-                _, statuses = await run_in_threadpool(service.describe, sid)
-                return _json(
-                    status,
-                    describe(created, statuses, public_root(request), service.keys.signing.kid),
-                )
-            if request.method == "GET":
-                found, statuses = await run_in_threadpool(service.describe, sid)
-                return _json(
-                    200, describe(found, statuses, public_root(request), service.keys.signing.kid)
-                )
+    @app.put(f"{control}/subscriptions/{{sid}}")
+    async def create(request: Request) -> Response:
+        async def work(sid: str) -> Response:
+            config = parse_config(await request.body(), allow_local_http=allow_local_http)
+            if config.wake_stream is not None:  # the server will append to it
+                refused = await admit(request, (Need(Action.APPEND, config.wake_stream),))
+                if refused is not None:
+                    return refused
+            root = public_root(request)
+            status, created = await run_in_threadpool(service.create, sid, config, root)
+            _, statuses = await run_in_threadpool(service.describe, sid)
+            return _json(status, described(created, statuses, request))
+
+        return await answer(request, SUBSCRIPTION_WRITE_NEEDS, work)
+
+    @app.get(f"{control}/subscriptions/{{sid}}")
+    async def read(request: Request) -> Response:
+        async def work(sid: str) -> Response:
+            found, statuses = await run_in_threadpool(service.describe, sid)
+            return _json(200, described(found, statuses, request))
+
+        return await answer(request, SUBSCRIPTION_READ_NEEDS, work)
+
+    @app.delete(f"{control}/subscriptions/{{sid}}")
+    async def remove(request: Request) -> Response:
+        async def work(sid: str) -> Response:
             await run_in_threadpool(service.remove, sid)
-            return Response(status_code=204, headers={"Cache-Control": caching.NO_STORE})
-        except SubscriptionError as error:
-            return _error(error)
+            return _no_content()
+
+        return await answer(request, SUBSCRIPTION_WRITE_NEEDS, work)
 
     @app.post(f"{control}/subscriptions/{{sid}}/streams")
     async def add_streams(request: Request) -> Response:
-        refused = await admit(request, SUBSCRIPTION_WRITE_NEEDS)
-        if refused is not None:
-            return refused
-        try:
-            sid = parse_subscription_id(request.path_params["sid"])
+        async def work(sid: str) -> Response:
             await run_in_threadpool(service.add_streams, sid, await request.body())
-            return Response(status_code=204, headers={"Cache-Control": caching.NO_STORE})
-        except SubscriptionError as error:
-            return _error(error)
+            return _no_content()
+
+        return await answer(request, SUBSCRIPTION_WRITE_NEEDS, work)
 
     @app.delete(f"{control}/subscriptions/{{sid}}/streams/{{path:path}}")
     async def remove_stream(request: Request) -> Response:
-        refused = await admit(request, SUBSCRIPTION_WRITE_NEEDS)
-        if refused is not None:
-            return refused
-        try:
-            sid = parse_subscription_id(request.path_params["sid"])
+        async def work(sid: str) -> Response:
             path = stream_path(request.path_params["path"])
             await run_in_threadpool(service.remove_stream, sid, path)
-            return Response(status_code=204, headers={"Cache-Control": caching.NO_STORE})
-        except SubscriptionError as error:
-            return _error(error)
+            return _no_content()
+
+        return await answer(request, SUBSCRIPTION_WRITE_NEEDS, work)
 
     @app.post(f"{control}/subscriptions/{{sid}}/claim")
     async def claim(request: Request) -> Response:
-        refused = await admit(request, SUBSCRIPTION_READ_NEEDS)
-        if refused is not None:
-            return refused
-        try:
-            sid = parse_subscription_id(request.path_params["sid"])
+        async def work(sid: str) -> Response:
             claimed, token, reports = await run_in_threadpool(
                 service.claim, sid, await request.body()
             )
@@ -139,32 +138,30 @@ def add_subscription_routes(
                 "lease_ttl_ms": claimed.config.lease_ttl_ms,
             }
             return _json(200, body)
-        except SubscriptionError as error:
-            return _error(error)
+
+        return await answer(request, SUBSCRIPTION_READ_NEEDS, work)
 
     async def complete(request: Request) -> Response:
-        try:
-            sid = parse_subscription_id(request.path_params["sid"])
-            next_wake = await run_in_threadpool(
-                service.complete, sid, request.headers.get("authorization"), await request.body()
-            )
+        async def work(sid: str) -> Response:
+            authorization = request.headers.get("authorization")
+            body = await request.body()
+            next_wake = await run_in_threadpool(service.complete, sid, authorization, body)
             return _json(200, {"ok": True, "next_wake": next_wake})
-        except SubscriptionError as error:
-            return _error(error)
+
+        return await answer(request, None, work)
 
     app.add_api_route(f"{control}/subscriptions/{{sid}}/callback", complete, methods=["POST"])
     app.add_api_route(f"{control}/subscriptions/{{sid}}/ack", complete, methods=["POST"])
 
     @app.post(f"{control}/subscriptions/{{sid}}/release")
     async def release(request: Request) -> Response:
-        try:
-            sid = parse_subscription_id(request.path_params["sid"])
-            await run_in_threadpool(
-                service.release, sid, request.headers.get("authorization"), await request.body()
-            )
-            return Response(status_code=204, headers={"Cache-Control": caching.NO_STORE})
-        except SubscriptionError as error:
-            return _error(error)
+        async def work(sid: str) -> Response:
+            authorization = request.headers.get("authorization")
+            body = await request.body()
+            await run_in_threadpool(service.release, sid, authorization, body)
+            return _no_content()
+
+        return await answer(request, None, work)
 
     @app.api_route(f"{control}/{{rest:path}}", methods=["GET", "HEAD", "PUT", "POST", "DELETE"])
     async def unknown(request: Request) -> Response:
@@ -214,6 +211,10 @@ def _json(status: int, document: dict[str, Any]) -> Response:
         media_type="application/json",
         headers={"Cache-Control": caching.NO_STORE},
     )
+
+
+def _no_content() -> Response:
+    return Response(status_code=204, headers={"Cache-Control": caching.NO_STORE})
 
 
 def _error(error: SubscriptionError) -> Response:

@@ -211,36 +211,40 @@ class Subscriptions:
 
     def add_streams(self, subscription_id: str, body: bytes) -> None:
         paths = _stream_list(body)
-        while True:
-            subscription = self._existing(subscription_id)
-            explicit = subscription.explicit | set(paths)
-            if explicit_bytes(explicit) > MAX_ALL_EXPLICIT_BYTES:
+
+        def grow(explicit: frozenset[str]) -> frozenset[str]:
+            grown = explicit | set(paths)
+            if explicit_bytes(grown) > MAX_ALL_EXPLICIT_BYTES:
                 raise invalid(f"explicit stream paths may add up to {MAX_ALL_EXPLICIT_BYTES} bytes")
-            try:
-                self.store.replace(replace(subscription, explicit=explicit), subscription.version)
-            except Conflict:
-                continue
-            break
-        self._forget_registry()
+            return grown
+
+        subscription = self._change_explicit(subscription_id, grow)
         self._link_explicit(subscription, paths)
         # As after a creation: instances with an older list did not notice these streams.
         self.scheduler.send(Task(TaskKind.CHECK, subscription.id), REGISTRY_MAX_AGE + 1)
 
     def remove_stream(self, subscription_id: str, path: str) -> None:
+        subscription = self._change_explicit(subscription_id, lambda explicit: explicit - {path})
+        self._known_links.discard((subscription.incarnation, path))
+        with contextlib.suppress(Conflict):  # no link was left to unmark
+            self.store.unlink_explicit(subscription, path, keep=_matches(subscription, path))
+
+    def _change_explicit(
+        self, subscription_id: str, change: Callable[[frozenset[str]], frozenset[str]]
+    ) -> Subscription:
+        """Write the subscription's explicit paths as `change` makes them (unless it changes
+        nothing), re-reading after a lost race."""
         while True:
             subscription = self._existing(subscription_id)
-            if path not in subscription.explicit:
-                return
-            explicit = subscription.explicit - {path}
+            explicit = change(subscription.explicit)
+            if explicit == subscription.explicit:
+                return subscription
             try:
                 self.store.replace(replace(subscription, explicit=explicit), subscription.version)
             except Conflict:
                 continue
-            break
-        self._forget_registry()
-        self._known_links.discard((subscription.incarnation, path))
-        with contextlib.suppress(Conflict):  # no link was left to unmark
-            self.store.unlink_explicit(subscription, path, keep=_matches(subscription, path))
+            self._forget_registry()
+            return subscription
 
     def _existing(self, subscription_id: str) -> Subscription:
         subscription = self.store.get(subscription_id)
