@@ -13,7 +13,9 @@ import contextlib
 import json
 import logging
 import secrets
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -71,6 +73,8 @@ REGISTRY_MAX_AGE = 2.0
 _LIST_PAGE = 200
 # Tries of a write that keeps losing races before leaving it to the lease and the sweep.
 _ATTEMPTS = 10
+# Links this process has made or seen (a notice skips writing them again), the most recent.
+_KNOWN_LINKS = 100_000
 
 
 class CreateResult:
@@ -116,7 +120,7 @@ class Subscriptions:
         self.clock = clock
         self._registry: list[Subscription] = []
         self._registry_read_at = float("-inf")
-        self._known_links: set[tuple[str, str]] = set()
+        self._known_links = _RecentKeys(_KNOWN_LINKS)
 
     @property
     def keys(self) -> Keys:
@@ -134,7 +138,7 @@ class Subscriptions:
                 if existing.config_hash != wanted_hash:
                     raise SubscriptionError(
                         409,
-                        "SUBSCRIPTION_EXISTS",
+                        "SUBSCRIPTION_ALREADY_EXISTS",
                         "a subscription with this id exists with another configuration",
                     )
                 return CreateResult.CONFIRMED, existing
@@ -672,6 +676,30 @@ class Subscriptions:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+class _RecentKeys:
+    """A set that keeps its most recently added keys, up to a bound, for any thread."""
+
+    def __init__(self, bound: int) -> None:
+        self._keys: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._bound = bound
+        self._lock = threading.Lock()
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        with self._lock:
+            return key in self._keys
+
+    def add(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._keys[key] = None
+            self._keys.move_to_end(key)
+            while len(self._keys) > self._bound:
+                self._keys.popitem(last=False)
+
+    def discard(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._keys.pop(key, None)
 
 
 @contextlib.contextmanager

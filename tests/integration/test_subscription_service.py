@@ -142,7 +142,7 @@ def test_create_confirms_identical_configs_refuses_others_and_backfills_at_tails
     assert two.create("s", webhook(streams=["manual/a"]), ROOT)[0] == 200
     with pytest.raises(SubscriptionError) as refused:
         two.create("s", webhook(pattern="jobs/**"), ROOT)
-    assert refused.value.status == 409
+    assert refused.value.status == 409 and refused.value.code == "SUBSCRIPTION_ALREADY_EXISTS"
     # Existing matches start at their tails (no history replayed); the explicit stream that
     # does not exist yet starts at zero; unrelated streams are not linked.
     assert acked(two, "s") == {"jobs/old": format_offset(7), "manual/a": format_offset(0)}
