@@ -18,6 +18,7 @@ from core.subscriptions import (
 )
 from core.subscriptions.model import WakeStream
 from core.subscriptions.rules import (
+    MAX_WAKE_PATH_BYTES,
     MAX_WAKE_STREAMS,
     ClaimKind,
     check_acks,
@@ -104,6 +105,16 @@ def test_a_wake_names_only_pending_streams_and_at_most_a_bounded_number() -> Non
     assert woken.wake is not None
     assert len(woken.wake.streams) == MAX_WAKE_STREAMS
     assert "a/idle" not in {stream.path for stream in woken.wake.streams}
+
+
+def test_a_wake_names_at_most_a_bounded_size_of_paths() -> None:
+    long = [link(f"a/{'x' * 1000}{i}", 0) for i in range(80)]
+    tails = {lk.path: StreamTail("i1", 1) for lk in long}
+    woken = new_wake(subscription(), link_statuses(long, tails), NOW, holder=None)
+    assert woken.wake is not None
+    count = len(woken.wake.streams)
+    names = sum(len(stream.path.encode()) for stream in woken.wake.streams)
+    assert names <= MAX_WAKE_PATH_BYTES < names + len(long[count].path.encode())  # as many as fit
 
 
 def test_idle_means_no_wake_or_an_expired_lease() -> None:
