@@ -1,8 +1,9 @@
 """The subscription delivery function: runs the tasks the API queues in SQS (notices of
 appends, webhook deliveries and their retries, lease expiries, checks) and, on a schedule,
-the sweep that finds leases and retries whose task was lost.
+the sweep: expired leases and due retries whose task was lost, and idle subscriptions with
+pending work.
 
-A batch whose round fails raises, so SQS delivers its messages again: every task is
+Tasks that fail are reported back, and SQS delivers those messages again: every task is
 idempotent (each decision is a write conditioned on the subscription's version)."""
 
 from __future__ import annotations
@@ -22,23 +23,25 @@ _settings = load_settings()
 _service = ConfiguredSubscriptions(_settings, build_backend(_settings).store)
 
 
-def tasks_of(event: dict[str, Any]) -> list[Task]:
-    """The tasks of an SQS batch; a body that is not a task is logged and dropped (sending
-    it again would never make it one)."""
+def tasks_of(event: dict[str, Any]) -> list[tuple[str, Task]]:
+    """The tasks of an SQS batch, with their message ids; a body that is not a task is logged
+    and dropped (sending it again would never make it one)."""
     tasks = []
     for record in event.get("Records", []):
         try:
-            tasks.append(Task.from_json(record["body"]))
+            tasks.append((str(record.get("messageId", "")), Task.from_json(record["body"])))
         except (KeyError, TypeError, ValueError, json.JSONDecodeError):
             logger.warning("dropped a message that is not a task", extra={"record": record})
     return tasks
 
 
 @logger.inject_lambda_context(clear_state=True)
-def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if isinstance(event, dict) and "Records" in event:
-        tasks = tasks_of(event)
-        _service.run(tasks)
-        return {"tasks": len(tasks)}
+        batch = tasks_of(event)
+        failed = set(_service.run([task for _, task in batch]))
+        # Reported per message (ReportBatchItemFailures): SQS delivers only these again.
+        failures = [{"itemIdentifier": mid} for mid, task in batch if task in failed]
+        return {"batchItemFailures": failures}
     _service.sweep()
     return {"swept": 1}

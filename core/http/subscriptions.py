@@ -7,6 +7,7 @@ answer in the control API's shape, {"error": {"code": ..., "message": ...}}.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +21,9 @@ from ..auth.decision import Need
 from ..auth.grants import Action
 from ..protocol import caching
 from ..protocol.paths import RESERVED_SEGMENT
+from ..storage import StoreUnavailable
 from ..subscriptions import (
+    Delivery,
     LinkStatus,
     Subscription,
     SubscriptionError,
@@ -32,6 +35,7 @@ from ..subscriptions import (
 from ..subscriptions._signing import jwks
 from ..subscriptions.config import stream_path
 
+logger = logging.getLogger("dsaws")
 JWKS_MEDIA_TYPE = "application/jwk-set+json"
 Admit = Callable[[Request, tuple[Need, ...]], Awaitable[Response | None]]
 Work = Callable[[str], Awaitable[Response]]
@@ -61,6 +65,10 @@ def add_subscription_routes(
             return await work(parse_subscription_id(request.path_params["sid"]))
         except SubscriptionError as error:
             return _error(error)
+        except StoreUnavailable as exc:
+            logger.warning("storage unavailable: %s", exc)
+            busy = SubscriptionError(503, "UNAVAILABLE", "storage is busy; retry shortly")
+            return _error(busy, {"Retry-After": str(max(1, exc.retry_after))})
 
     def described(
         subscription: Subscription, statuses: tuple[LinkStatus, ...], request: Request
@@ -141,17 +149,25 @@ def add_subscription_routes(
 
         return await answer(request, SUBSCRIPTION_READ_NEEDS, work)
 
-    async def complete(request: Request) -> Response:
-        async def work(sid: str) -> Response:
-            authorization = request.headers.get("authorization")
-            body = await request.body()
-            next_wake = await run_in_threadpool(service.complete, sid, authorization, body)
-            return _json(200, {"ok": True, "next_wake": next_wake})
+    def completion(delivery: Delivery) -> Callable[[Request], Awaitable[Response]]:
+        """A webhook's callback, or a pull-wake's ack: acks, and the end of a wake (`done`)."""
 
-        return await answer(request, None, work)
+        async def complete(request: Request) -> Response:
+            async def work(sid: str) -> Response:
+                authorization = request.headers.get("authorization")
+                body = await request.body()
+                next_wake = await run_in_threadpool(
+                    service.complete, sid, authorization, body, delivery
+                )
+                return _json(200, {"ok": True, "next_wake": next_wake})
 
-    app.add_api_route(f"{control}/subscriptions/{{sid}}/callback", complete, methods=["POST"])
-    app.add_api_route(f"{control}/subscriptions/{{sid}}/ack", complete, methods=["POST"])
+            return await answer(request, None, work)
+
+        return complete
+
+    callback, ack = completion(Delivery.WEBHOOK), completion(Delivery.PULL_WAKE)
+    app.add_api_route(f"{control}/subscriptions/{{sid}}/callback", callback, methods=["POST"])
+    app.add_api_route(f"{control}/subscriptions/{{sid}}/ack", ack, methods=["POST"])
 
     @app.post(f"{control}/subscriptions/{{sid}}/release")
     async def release(request: Request) -> Response:
@@ -204,12 +220,12 @@ def _iso(timestamp: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def _json(status: int, document: dict[str, Any]) -> Response:
+def _json(status: int, document: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
     return Response(
         json.dumps(document),
         status_code=status,
         media_type="application/json",
-        headers={"Cache-Control": caching.NO_STORE},
+        headers={"Cache-Control": caching.NO_STORE, **(headers or {})},
     )
 
 
@@ -217,5 +233,5 @@ def _no_content() -> Response:
     return Response(status_code=204, headers={"Cache-Control": caching.NO_STORE})
 
 
-def _error(error: SubscriptionError) -> Response:
-    return _json(error.status, error.body())
+def _error(error: SubscriptionError, headers: dict[str, str] | None = None) -> Response:
+    return _json(error.status, error.body(), headers)

@@ -28,7 +28,7 @@ _FIELDS = {"type", "pattern", "streams", "webhook", "wake_stream", "lease_ttl_ms
 
 
 def parse_subscription_id(value: str) -> str:
-    if not _is_text(value) or "\ufffd" in value:
+    if not is_text(value) or "\ufffd" in value:
         raise invalid("a subscription id must be valid UTF-8 once percent-decoded")
     if not value or len(value.encode()) > MAX_ID_BYTES or "/" in value:
         raise invalid(f"a subscription id is 1 to {MAX_ID_BYTES} bytes without '/'")
@@ -37,7 +37,7 @@ def parse_subscription_id(value: str) -> str:
     return value
 
 
-def _is_text(value: str) -> bool:
+def is_text(value: str) -> bool:
     """Whether `value` can be written as UTF-8 (no lone surrogates from a JSON escape)."""
     try:
         value.encode()
@@ -88,7 +88,7 @@ def parse_config(body: bytes, *, allow_local_http: bool) -> SubscriptionConfig:
     if description is not None and (
         not isinstance(description, str)
         or len(description) > MAX_DESCRIPTION_CHARS
-        or not _is_text(description)
+        or not is_text(description)
     ):
         raise invalid(f"description must be a string of at most {MAX_DESCRIPTION_CHARS} chars")
     return SubscriptionConfig(
@@ -123,7 +123,7 @@ def _webhook_url(value: object, delivery: Delivery, allow_local_http: bool) -> s
         return None
     if not isinstance(value, dict) or set(value) != {"url"} or not isinstance(value["url"], str):
         raise invalid('a webhook subscription needs webhook: {"url": "https://..."}')
-    if not _is_text(value["url"]):
+    if not is_text(value["url"]):
         raise invalid("the webhook URL must be valid UTF-8")
     return check_webhook_url(value["url"], allow_local_http=allow_local_http)
 

@@ -81,6 +81,7 @@ class Subscription:
     next_attempt_at: float = 0.0  # no webhook delivery before this time (retry backoff)
     # The stream root's URL as the creating client saw it: callback URLs are built on it.
     public_root: str = ""
+    backfilled: bool = False  # the creation linked the streams that existed then
 
     @property
     def status(self) -> str:

@@ -17,7 +17,8 @@ from .model import Ack, Link, LinkStatus, StreamTail, Subscription, Wake, WakeSt
 
 # A wake names at most this many streams (the rest stay pending for the next wake), which
 # keeps the subscription item far below DynamoDB's 400 KB.
-MAX_WAKE_STREAMS = 100
+# 99: acking them all is one transaction with the subscription's own write (100 at most).
+MAX_WAKE_STREAMS = 99
 MAX_WAKE_PATH_BYTES = 64 * 1024
 FIRST_RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 60.0

@@ -32,6 +32,7 @@ from .config import (
     MAX_ALL_EXPLICIT_BYTES,
     config_hash,
     explicit_bytes,
+    is_text,
     parse_json_object,
     parse_stream_list,
 )
@@ -141,6 +142,8 @@ class Subscriptions:
                         "SUBSCRIPTION_ALREADY_EXISTS",
                         "a subscription with this id exists with another configuration",
                     )
+                if not existing.backfilled:  # its creation stopped short: finish it
+                    self._backfill(existing)
                 return CreateResult.CONFIRMED, existing
             subscription = Subscription(
                 id=subscription_id,
@@ -156,20 +159,19 @@ class Subscriptions:
                 public_root=public_root,
             )
             try:
-                self.store.insert(subscription)
+                self.store.insert(subscription, existing)
             except Conflict:
                 continue
             break
         self._forget_registry()
         self._backfill(subscription)
-        # Appends on instances whose subscription list predates this one are not noticed
-        # there: one look after their lists have expired finds what they wrote.
-        self.scheduler.send(Task(TaskKind.CHECK, subscription.id), REGISTRY_MAX_AGE + 1)
         return CreateResult.CREATED, subscription
 
     def _backfill(self, subscription: Subscription) -> None:
         """Link the existing streams the subscription names at their current tails, so that
-        it starts from now rather than replaying history."""
+        it starts from now rather than replaying history; then record that it did, and have
+        one more look once other instances' subscription lists have expired (appends there
+        were not noticed)."""
         pattern = subscription.config.pattern
         if pattern is not None:
             for path in self._streams_matching(pattern):
@@ -177,7 +179,12 @@ class Subscriptions:
                 if tail is not None:
                     explicit = path in subscription.explicit
                     self.store.link(subscription, path, glob=True, explicit=explicit, at=tail)
-        self._link_explicit(subscription, subscription.config.streams)
+        self._link_explicit(subscription, subscription.explicit)
+        with contextlib.suppress(Conflict):  # removed meanwhile: nothing to record
+            self.store.mark_backfilled(subscription)
+        self._after_commit(
+            self.scheduler.send, Task(TaskKind.CHECK, subscription.id), REGISTRY_MAX_AGE + 1
+        )
 
     def _link_explicit(self, subscription: Subscription, paths: Iterable[str]) -> None:
         paths = list(paths)
@@ -225,7 +232,9 @@ class Subscriptions:
         subscription = self._change_explicit(subscription_id, grow)
         self._link_explicit(subscription, paths)
         # As after a creation: instances with an older list did not notice these streams.
-        self.scheduler.send(Task(TaskKind.CHECK, subscription.id), REGISTRY_MAX_AGE + 1)
+        self._after_commit(
+            self.scheduler.send, Task(TaskKind.CHECK, subscription.id), REGISTRY_MAX_AGE + 1
+        )
 
     def remove_stream(self, subscription_id: str, path: str) -> None:
         subscription = self._change_explicit(subscription_id, lambda explicit: explicit - {path})
@@ -256,6 +265,15 @@ class Subscriptions:
             raise SubscriptionError(404, "SUBSCRIPTION_NOT_FOUND", "no such subscription")
         return subscription
 
+    def _after_commit(self, action: Callable[..., object], *args: Any) -> None:
+        """Follow-up work of a request whose write is committed (queueing a task, waking
+        again): a failure is logged and left to the sweep, never answered as an error, since
+        the client would retry a request that has already taken effect."""
+        try:
+            action(*args)
+        except Exception:
+            logger.exception("follow-up of a committed subscription write failed")
+
     # ================================================================ noticing appends
 
     def changed(self, path: str) -> None:
@@ -277,49 +295,64 @@ class Subscriptions:
 
     # ================================================================ delivery worker
 
-    def run(self, tasks: Sequence[Task]) -> None:
+    def run(self, tasks: Sequence[Task]) -> list[Task]:
         """One round of work: notices merged into one pass over the subscriptions, then the
-        rest in order."""
-        paths = {task.target for task in tasks if task.kind is TaskKind.NOTICE}
-        if paths:
-            self.notice(paths)
+        rest in order. Answers the tasks that failed, to be run again (SQS's redelivery, or
+        the in-process queue's retry); every task may run more than once."""
+        notices = [task for task in tasks if task.kind is TaskKind.NOTICE]
+        failed = [] if not notices or self.notice({t.target for t in notices}) else notices
         deliveries = [task for task in tasks if task.kind is TaskKind.DELIVER]
         if len(deliveries) > 1:  # webhooks wait on their receivers: in parallel
             with ThreadPoolExecutor(min(8, len(deliveries)), "subscriptions-delivery") as pool:
-                list(pool.map(self._run_one, deliveries))
-        elif deliveries:
-            self._run_one(deliveries[0])
-        for task in tasks:
-            if task.kind in {TaskKind.EXPIRE, TaskKind.CHECK}:
-                self._run_one(task)
+                done = list(pool.map(self._run_one, deliveries))
+        else:
+            done = [self._run_one(task) for task in deliveries]
+        failed += [task for task, ok in zip(deliveries, done, strict=True) if not ok]
+        others = [task for task in tasks if task.kind in {TaskKind.EXPIRE, TaskKind.CHECK}]
+        failed += [task for task in others if not self._run_one(task)]
+        return failed
 
-    def _run_one(self, task: Task) -> None:
-        with _isolated(task.target):
+    def _run_one(self, task: Task) -> bool:
+        with _isolated(task.target) as outcome:
             if task.kind is TaskKind.DELIVER:
                 self.deliver(task.target, task.generation)
             elif task.kind is TaskKind.EXPIRE:
-                self.expire(task.target, task.generation)
+                self.expire(task.target, task.generation, task.lease_end)
             elif task.kind is TaskKind.CHECK:
                 self.check(task.target)
+        return outcome.ok
 
-    def notice(self, paths: Iterable[str]) -> None:
+    def notice(self, paths: Iterable[str]) -> bool:
         """Link the changed streams to every subscription naming them (a stream found this
         way is linked from its beginning: it was created after the subscription's backfill
-        looked), then wake the idle ones."""
+        looked), then wake the idle ones. False if that failed for any of them."""
         paths = set(paths)
+        ok = True
         for subscription in self.store.all():
             named = [path for path in paths if _names(subscription, path)]
             if named and not subscription.deleted:
-                with _isolated(subscription.id):
+                with _isolated(subscription.id) as outcome:
                     self._notice_one(subscription, named)
+                ok = ok and outcome.ok
+        return ok
 
     def _notice_one(self, subscription: Subscription, paths: list[str]) -> None:
+        linked = False
         for path in paths:
             key = (subscription.incarnation, path)
             if key not in self._known_links:
                 glob, explicit = _matches(subscription, path), path in subscription.explicit
                 self.store.link(subscription, path, glob=glob, explicit=explicit, at=None)
                 self._known_links.add(key)
+                linked = True
+        if linked:
+            # Read again after linking: a done that ended a wake before the link existed
+            # looked for pending work without this stream, and the list read before it would
+            # still show the wake.
+            latest = self.store.get(subscription.id)
+            if latest is None:
+                return
+            subscription = latest
         if is_idle(subscription, self.clock()):
             self._wake(subscription)
 
@@ -363,7 +396,8 @@ class Subscriptions:
             and subscription.failed_attempts
             and subscription.next_attempt_at <= now
         ):
-            self.deliver(subscription.id, wake.generation)
+            # Queued, not delivered here: a slow receiver must not hold up the sweep.
+            self.scheduler.send(Task(TaskKind.DELIVER, subscription.id, wake.generation))
 
     def _wake(self, subscription: Subscription) -> bool:
         """Issue a wake if the subscription is idle and has pending work; True if issued."""
@@ -411,7 +445,8 @@ class Subscriptions:
         wake = subscription.wake
         if wake is not None and wake.lease_expires_at is not None:
             delay = max(0.0, wake.lease_expires_at - self.clock())
-            self.scheduler.send(Task(TaskKind.EXPIRE, subscription.id, wake.generation), delay)
+            expiry = Task(TaskKind.EXPIRE, subscription.id, wake.generation, wake.lease_expires_at)
+            self.scheduler.send(expiry, delay)
 
     def _write_wake_event(
         self, subscription: Subscription, wake: Wake, statuses: Sequence[LinkStatus]
@@ -504,10 +539,10 @@ class Subscriptions:
                 latest = self.store.get(subscription.id)
                 if latest is None or latest.wake is None or latest.wake.wake_id != wake.wake_id:
                     return  # acked, released or expired meanwhile
-                # Still this wake: the subscription changed, or a link was removed meanwhile
-                # (its ack has nothing left to move).
-                linked = {link.path for link in self.store.links(latest)}
-                acks = [ack for ack in acks if ack.path in linked]
+                # Still this wake: the subscription changed, a link was removed meanwhile (its
+                # ack has nothing left to move), or a callback acked further (never undone).
+                links = {link.path: link for link in self.store.links(latest)}
+                acks = [ack for ack in acks if _moves(links.get(ack.path), ack, incarnations)]
                 subscription = latest
                 continue
             self._wake(written)
@@ -531,21 +566,30 @@ class Subscriptions:
         self.scheduler.send(Task(TaskKind.DELIVER, subscription.id, wake.generation), delay)
         self._schedule_expiry(written)
 
-    def expire(self, subscription_id: str, generation: int) -> None:
+    def expire(self, subscription_id: str, generation: int, lease_end: float | None) -> None:
+        """The timer of the lease that ends at `lease_end` (None: whatever lease is current)."""
         subscription = self.store.get(subscription_id)
         if subscription is None or subscription.deleted or subscription.wake is None:
             return
         wake = subscription.wake
         if wake.generation != generation:
             return
+        if lease_end is not None and wake.lease_expires_at != lease_end:
+            return  # the lease changed since; whatever changed it set a timer of its own
         if not lease_expired(wake, self.clock()):
-            self._schedule_expiry(subscription)  # extended since: look again at its end
+            self._schedule_expiry(subscription)  # early (a rounded delay): look again
             return
         self._wake(subscription)  # clears the lease; a new generation if work is pending
 
     # ================================================================ callbacks, claims
 
-    def complete(self, subscription_id: str, authorization: str | None, body: bytes) -> bool:
+    def complete(
+        self,
+        subscription_id: str,
+        authorization: str | None,
+        body: bytes,
+        delivery: Delivery | None = None,
+    ) -> bool:
         """A webhook callback or a pull-wake ack: apply the acks, and with `done` end the
         wake (waking again if work remains, the answer's `next_wake`); without it, extend
         the lease (a heartbeat)."""
@@ -556,7 +600,9 @@ class Subscriptions:
         if not isinstance(done, bool):
             raise invalid("done must be true or false")
         acks = [Ack(path, _position(offset)) for path, offset in parse_acks(request.get("acks"))]
-        return self._complete(subscription_id, generation, wake_id, acks, done=done)
+        return self._complete(
+            subscription_id, generation, wake_id, acks, done=done, delivery=delivery
+        )
 
     def _complete(
         self,
@@ -566,11 +612,12 @@ class Subscriptions:
         acks: Sequence[Ack],
         *,
         done: bool,
+        delivery: Delivery | None = None,
     ) -> bool:
         if len(acks) > 99:
             raise invalid("at most 99 acks per request")
         while True:
-            subscription = self._fenced_subscription(subscription_id)
+            subscription = self._fenced_subscription(subscription_id, delivery)
             check_current(subscription, generation, wake_id, self.clock())
             links = self.store.links(subscription)
             tails = self.store.tails(link.path for link in links)
@@ -586,16 +633,20 @@ class Subscriptions:
                 continue
             break
         if not done:
-            self._schedule_expiry(written)
+            self._after_commit(self._schedule_expiry, written)
             return False
         # Looked at afresh, not from the tails read before the write: an append noticed while
         # this wake was in flight found the subscription busy, and only this look wakes it.
-        return self._wake(written)
+        try:
+            return self._wake(written)
+        except Exception:  # the acks are committed: the sweep wakes what this could not
+            logger.exception("subscription %s: waking again after a done failed", written.id)
+            return False
 
     def claim(self, subscription_id: str, body: bytes) -> tuple[Subscription, str, tuple]:
         request = parse_json_object(body)
         worker = request.get("worker")
-        if not isinstance(worker, str) or not 0 < len(worker) <= 256:
+        if not isinstance(worker, str) or not 0 < len(worker) <= 256 or not is_text(worker):
             raise invalid("worker must be a name of 1 to 256 characters")
         while True:
             subscription = self._existing(subscription_id)
@@ -627,7 +678,7 @@ class Subscriptions:
             except Conflict:
                 continue
             break
-        self._schedule_expiry(written)
+        self._after_commit(self._schedule_expiry, written)
         wake = written.wake
         assert wake is not None
         token = self.keys.tokens.issue(
@@ -640,14 +691,14 @@ class Subscriptions:
         generation, wake_id = request.get("generation"), request.get("wake_id")
         self._authorize(subscription_id, authorization, generation, wake_id)
         while True:
-            subscription = self._fenced_subscription(subscription_id)
+            subscription = self._fenced_subscription(subscription_id, Delivery.PULL_WAKE)
             check_current(subscription, generation, wake_id, self.clock())
             try:
                 written = self.store.replace(cleared(subscription), subscription.version)
             except Conflict:
                 continue
             break
-        self._wake(written)
+        self._after_commit(self._wake, written)
 
     def _authorize(
         self, subscription_id: str, authorization: str | None, generation: object, wake_id: object
@@ -663,11 +714,17 @@ class Subscriptions:
         if token.generation != generation or token.wake_id != wake_id:
             raise SubscriptionError(409, "FENCED", "this wake is no longer current")
 
-    def _fenced_subscription(self, subscription_id: str) -> Subscription:
-        """The subscription a wake request names; once removed, its wakes are all fenced."""
+    def _fenced_subscription(
+        self, subscription_id: str, delivery: Delivery | None = None
+    ) -> Subscription:
+        """The subscription a wake request names; once removed, its wakes are all fenced. A
+        webhook's wakes are acked at /callback, a pull-wake's at /ack and /release
+        (`delivery`: the kind the endpoint serves)."""
         subscription = self.store.get(subscription_id)
         if subscription is None or subscription.deleted:
             raise SubscriptionError(409, "FENCED", "the subscription was removed")
+        if delivery is not None and subscription.config.delivery is not delivery:
+            raise invalid(f"this endpoint is for {delivery.value} subscriptions")
         return subscription
 
     def _statuses(self, subscription: Subscription) -> tuple[LinkStatus, ...]:
@@ -702,14 +759,28 @@ class _RecentKeys:
             self._keys.pop(key, None)
 
 
+@dataclass
+class _Outcome:
+    ok: bool = True
+
+
 @contextlib.contextmanager
-def _isolated(subscription_id: str) -> Iterator[None]:
-    """One subscription's failure is logged and left to the sweep: it must not stop the
-    round for the others (nor send a whole SQS batch back to be retried)."""
+def _isolated(subscription_id: str) -> Iterator[_Outcome]:
+    """One subscription's failure is logged and reported (`ok`), and must not stop the round
+    for the others."""
+    outcome = _Outcome()
     try:
-        yield
+        yield outcome
     except Exception:
+        outcome.ok = False
         logger.exception("subscription %s: delivery work failed", subscription_id)
+
+
+def _moves(link: Link | None, ack: Ack, incarnations: dict[str, str | None]) -> bool:
+    """Whether `ack` still moves `link`'s cursor forward (or into a new incarnation)."""
+    if link is None:
+        return False
+    return link.incarnation != incarnations.get(ack.path) or link.acked < ack.position
 
 
 def _matches(subscription: Subscription, path: str) -> bool:

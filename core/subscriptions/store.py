@@ -71,15 +71,43 @@ class SubscriptionStore:
         }
         return [decode_subscription(item) for item in each_item(self.dynamodb.query, request)]
 
-    def insert(self, subscription: Subscription) -> None:
-        """Write a new subscription where none lives (a tombstone may); Conflict otherwise."""
+    def insert(self, subscription: Subscription, tombstone: Subscription | None) -> None:
+        """Write a new subscription where none lives, or over the `tombstone` read (as it was
+        read: a racing re-creation or a late write of the removed one loses); Conflict
+        otherwise."""
+        if tombstone is None:
+            condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+        else:
+            condition = {
+                "ConditionExpression": "#del = :yes AND #ver = :read",
+                "ExpressionAttributeNames": {"#del": "del", "#ver": "ver"},
+                "ExpressionAttributeValues": {
+                    ":yes": {"BOOL": True},
+                    ":read": items.n(tombstone.version),
+                },
+            }
         call(
             self.dynamodb.put_item,
             TableName=self.table,
             Item=encode_subscription(subscription),
-            ConditionExpression="attribute_not_exists(pk) OR #del = :yes",
-            ExpressionAttributeNames={"#del": "del"},
-            ExpressionAttributeValues={":yes": {"BOOL": True}},
+            **condition,
+        )
+
+    def mark_backfilled(self, subscription: Subscription) -> None:
+        """Record that the creation's backfill finished (a re-confirming PUT redoes it
+        otherwise). A hint: a later write of an older copy may clear it, which costs only a
+        backfill again (links are written only where missing)."""
+        call(
+            self.dynamodb.update_item,
+            TableName=self.table,
+            Key={"pk": items.s(REGISTRY), "sk": items.s(subscription.id)},
+            UpdateExpression="SET #bf = :yes",
+            ConditionExpression="#inc = :inc",
+            ExpressionAttributeNames={"#bf": "bf", "#inc": "inc"},
+            ExpressionAttributeValues={
+                ":yes": {"BOOL": True},
+                ":inc": items.s(subscription.incarnation),
+            },
         )
 
     def replace(self, subscription: Subscription, read_version: int) -> Subscription:
@@ -96,7 +124,8 @@ class SubscriptionStore:
         incarnations: Mapping[str, str | None],
     ) -> Subscription:
         """Move link cursors and write the subscription in one transaction, fenced on the
-        version read: an ack for a wake that is no longer current changes nothing."""
+        version read: an ack for a wake that is no longer current changes nothing, and a
+        cursor only ever moves forward (within its stream incarnation); Conflict otherwise."""
         if len(acks) >= _TRANSACTION_ITEMS:
             raise ValueError("too many acks for one transaction")
         written = _bumped(subscription, read_version)
@@ -106,7 +135,10 @@ class SubscriptionStore:
                 "TableName": self.table,
                 "Key": _link_key(subscription, ack.path),
                 "UpdateExpression": "SET #acked = :at, #linc = :inc",
-                "ConditionExpression": "attribute_exists(pk)",
+                "ConditionExpression": (
+                    "attribute_exists(pk) AND "
+                    "(attribute_not_exists(#acked) OR #acked < :at OR #linc <> :inc)"
+                ),
                 "ExpressionAttributeNames": {"#acked": "acked", "#linc": "linc"},
                 "ExpressionAttributeValues": {
                     ":at": items.n(ack.position),
@@ -239,7 +271,9 @@ def encode_subscription(subscription: Subscription) -> items.Item:
         "pk": items.s(REGISTRY),
         "sk": items.s(subscription.id),
         "inc": items.s(subscription.incarnation),
-        "cfg": items.s(json.dumps(_config_fields(config), sort_keys=True)),
+        # UTF-8 as it is (not \u escapes, which triple a path's size); the explicit paths are
+        # kept once, in `expl`, not in the configuration as well.
+        "cfg": items.s(json.dumps(_config_fields(config), sort_keys=True, ensure_ascii=False)),
         "hash": items.s(subscription.config_hash),
         "ctime": items.n(subscription.created_at),
         "ver": items.n(subscription.version),
@@ -249,15 +283,17 @@ def encode_subscription(subscription: Subscription) -> items.Item:
         "fails": items.n(subscription.failed_attempts),
         "next": items.n(subscription.next_attempt_at),
         "root": items.s(subscription.public_root),
+        "bf": {"BOOL": subscription.backfilled},
     }
     if subscription.wake is not None:
-        item["wake"] = items.s(json.dumps(asdict(subscription.wake)))
+        item["wake"] = items.s(json.dumps(asdict(subscription.wake), ensure_ascii=False))
     return item
 
 
 def _config_fields(config: SubscriptionConfig) -> dict[str, Any]:
     fields = asdict(config)
     fields["delivery"] = config.delivery.value
+    del fields["streams"]
     return fields
 
 
@@ -266,7 +302,7 @@ def decode_subscription(item: items.Item) -> Subscription:
     config = SubscriptionConfig(
         delivery=Delivery(fields["delivery"]),
         pattern=fields["pattern"],
-        streams=tuple(fields["streams"]),
+        streams=(),  # in `expl`, with the paths added since
         webhook_url=fields["webhook_url"],
         wake_stream=fields["wake_stream"],
         lease_ttl_ms=fields["lease_ttl_ms"],
@@ -291,6 +327,7 @@ def decode_subscription(item: items.Item) -> Subscription:
         failed_attempts=int(item.get("fails", {}).get("N", "0")),
         next_attempt_at=float(item.get("next", {}).get("N", "0")),
         public_root=item.get("root", {}).get("S", ""),
+        backfilled=bool(item.get("bf", {}).get("BOOL", False)),
     )
 
 

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 logger = logging.getLogger("dsaws.subscriptions")
 SQS_MAX_DELAY_SECONDS = 900
+# How long the in-process queue waits before running a failed task again.
+RETRY_SECONDS = 5.0
 
 
 class TaskKind(Enum):
@@ -34,6 +36,7 @@ class Task:
     kind: TaskKind
     target: str  # a stream path for NOTICE, a subscription id otherwise
     generation: int = 0
+    lease_end: float | None = None  # EXPIRE: the lease it times
 
     def to_json(self) -> str:
         return json.dumps({**asdict(self), "kind": self.kind.value})
@@ -41,7 +44,13 @@ class Task:
     @classmethod
     def from_json(cls, text: str) -> Task:
         raw = json.loads(text)
-        return cls(TaskKind(raw["kind"]), str(raw["target"]), int(raw.get("generation", 0)))
+        lease_end = raw.get("lease_end")
+        return cls(
+            TaskKind(raw["kind"]),
+            str(raw["target"]),
+            int(raw.get("generation", 0)),
+            None if lease_end is None else float(lease_end),
+        )
 
 
 class Scheduler(Protocol):
@@ -68,7 +77,9 @@ class InProcessScheduler:
     """A timer queue on one thread: what `dsaws serve` runs instead of SQS. Notices waiting
     to run are merged, as a batch of SQS messages would be."""
 
-    def __init__(self, run: Callable[[list[Task]], None], sweep_interval: float = 0.0) -> None:
+    def __init__(
+        self, run: Callable[[list[Task]], list[Task] | None], sweep_interval: float = 0.0
+    ) -> None:
         self._run = run
         self._sweep_interval = sweep_interval
         self._heap: list[tuple[float, int, Task]] = []
@@ -135,13 +146,19 @@ class InProcessScheduler:
     def _sweep(self, _: list[Task]) -> None:
         if self.on_sweep is not None:
             self.on_sweep()
+        return None
 
-    def _submit(self, work: Callable[[list[Task]], None], tasks: list[Task]) -> None:
+    def _submit(self, work: Callable[[list[Task]], list[Task] | None], tasks: list[Task]) -> None:
         with contextlib.suppress(RuntimeError):  # stopped meanwhile
             self._pool.submit(self._guarded, work, tasks)
 
-    def _guarded(self, work: Callable[[list[Task]], None], tasks: list[Task]) -> None:
+    def _guarded(self, work: Callable[[list[Task]], list[Task] | None], tasks: list[Task]) -> None:
+        """Run a round; what failed goes back in the queue, after a pause (as SQS would
+        deliver it again). Never lets a failure end the thread."""
         try:
-            work(tasks)
-        except Exception:  # a failed round is retried by the sweep, never kills the thread
+            failed = work(tasks) or []
+        except Exception:
             logger.exception("subscription delivery round failed")
+            failed = tasks
+        for task in failed:
+            self.send(task, RETRY_SECONDS)

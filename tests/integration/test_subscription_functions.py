@@ -88,7 +88,7 @@ def test_a_webhook_wake_travels_through_sqs_and_the_subscription_function(
             kinds += [json.loads(m["Body"])["kind"] for m in messages]
             event = {"Records": [{"body": m["Body"]} for m in messages]}
             answered, _ = invoke_function("functions.subscriptions.handler", [event], env)
-            assert answered == [{"tasks": len(messages)}]
+            assert answered == [{"batchItemFailures": []}]
             for message in messages:
                 sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
             quiet_since = time.monotonic()

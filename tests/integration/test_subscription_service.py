@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,7 +14,8 @@ from support import FakeClock, store_on
 from core.protocol.append import AppendIntent
 from core.protocol.offsets import format_offset
 from core.runtime import Backend
-from core.storage import CreateSpec, DynamoStore, Payload
+from core.storage import CreateSpec, DynamoStore, Payload, StoreUnavailable
+from core.storage.aws import Conflict
 from core.subscriptions import (
     Keys,
     Sent,
@@ -454,7 +456,8 @@ def test_a_done_for_a_link_removed_meanwhile_ends_the_wake(
     assert after.wake is None and links == ()
 
 
-def test_a_trickling_webhook_answer_is_cut_off_at_the_delivery_timeout() -> None:
+@pytest.mark.parametrize("part", ["headers", "body"])
+def test_a_trickling_webhook_answer_is_cut_off_at_the_delivery_timeout(part: str) -> None:
     import time
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -466,12 +469,13 @@ def test_a_trickling_webhook_answer_is_cut_off_at_the_delivery_timeout() -> None
 
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers["Content-Length"]))
-            self.send_response(200)
-            self.send_header("Content-Length", "1000")
-            self.end_headers()
+            head = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n"
+            if part == "body":
+                self.wfile.write(head)
+            trickled = head + b" " * 1000 if part == "headers" else b" " * 1000
             try:
-                for _ in range(1000):  # a byte every 0.2 s: each read is quick enough
-                    self.wfile.write(b" ")
+                for byte in trickled:  # a byte every 0.2 s: each read is quick enough
+                    self.wfile.write(bytes([byte]))
                     self.wfile.flush()
                     time.sleep(0.2)
             except OSError:
@@ -488,3 +492,103 @@ def test_a_trickling_webhook_answer_is_cut_off_at_the_delivery_timeout() -> None
         assert time.monotonic() - started < 2.5
     finally:
         server.shutdown()
+
+
+def test_a_creation_cut_short_is_finished_by_the_confirming_put(
+    backend: Backend, clock: FakeClock
+) -> None:
+    hook = Hook()
+    service, _ = instance(backend, clock, hook)
+    create_stream(backend.store, "jobs/old", b"history")
+    broken = service.store.link
+
+    def throttled(*args: Any, **kwargs: Any) -> None:
+        raise StoreUnavailable("throttled")
+
+    service.store.link = throttled  # type: ignore[method-assign]
+    with pytest.raises(StoreUnavailable):
+        service.create("s", webhook(), ROOT)
+    service.store.link = broken  # type: ignore[method-assign]
+    assert service.create("s", webhook(), ROOT)[0] == 200
+    # Linked at its tail, as a creation does: its history is not delivered.
+    assert acked(service, "s") == {"jobs/old": format_offset(7)}
+    assert service.describe("s")[0].backfilled
+
+
+def test_a_cursor_never_moves_back(backend: Backend, clock: FakeClock) -> None:
+    hook = Hook()
+    service, tasks = instance(backend, clock, hook)
+    service.create("s", webhook(lease_ttl_ms=5000), ROOT)
+    create_stream(backend.store, "jobs/x", b"abc")
+    service.changed("jobs/x")
+    run_all((service, tasks))
+    wake = hook.bodies[-1]
+    append(backend.store, "jobs/x", b"defgh")
+    # A heartbeat acks past the wake's snapshot (the worker read on): allowed.
+    heartbeat = json.loads(ack_body(wake, "jobs/x", 8))
+    heartbeat["done"] = False
+    token = f"Bearer {wake['callback_token']}"
+    assert service.complete("s", token, json.dumps(heartbeat).encode()) is False
+    # Then the webhook's {"done": true} acks the snapshot (3): the cursor stays at 8.
+    subscription = service.describe("s")[0]
+    assert subscription.wake is not None
+    service._ack_snapshot(subscription, subscription.wake)
+    assert acked(service, "s") == {"jobs/x": format_offset(8)}
+
+
+def test_heartbeats_leave_one_lease_timer(backend: Backend, clock: FakeClock) -> None:
+    hook = Hook()
+    service, tasks = instance(backend, clock, hook)
+    service.create("s", webhook(lease_ttl_ms=2000), ROOT)
+    create_stream(backend.store, "jobs/x", b"abc")
+    service.changed("jobs/x")
+    run_all((service, tasks))
+    wake = hook.bodies[-1]
+    beat = json.dumps({"wake_id": wake["wake_id"], "generation": wake["generation"]}).encode()
+    for _ in range(20):
+        clock.now += 1
+        service.complete("s", f"Bearer {wake['callback_token']}", beat)
+        run_all((service, tasks))
+    clock.now += 1.5  # the timer of the lease before the last fires, and ends
+    run_all((service, tasks))
+    timers = [task for task, _ in tasks.sent if task.kind is TaskKind.EXPIRE]
+    lease = service.describe("s")[0].wake
+    assert lease is not None
+    # Each superseded timer ended when it fired; one is left, for the current lease.
+    assert [task.lease_end for task in timers] == [lease.lease_expires_at]
+
+
+def test_a_removed_subscriptions_late_write_cannot_land_on_its_successor(
+    backend: Backend, clock: FakeClock
+) -> None:
+    hook = Hook()
+    service, _ = instance(backend, clock, hook)
+    service.create("s", webhook(), ROOT)
+    service.remove("s")
+    tombstone = service.store.get("s")
+    assert tombstone is not None and tombstone.deleted
+    service.create("s", webhook(pattern="jobs/**"), ROOT)
+    with pytest.raises(Conflict):  # a second re-creation over the tombstone it read
+        service.store.insert(replace(tombstone, deleted=False), tombstone)
+    with pytest.raises(Conflict):  # the removed one's own write, late
+        service.store.replace(tombstone, tombstone.version)
+    assert service.describe("s")[0].config.pattern == "jobs/**"
+
+
+def test_failed_tasks_are_handed_back(backend: Backend, clock: FakeClock) -> None:
+    hook = Hook()
+    service, tasks = instance(backend, clock, hook)
+    service.create("s", webhook(), ROOT)
+    create_stream(backend.store, "jobs/x", b"abc")
+    broken = service.store.link
+
+    def throttled(*args: Any, **kwargs: Any) -> None:
+        raise StoreUnavailable("throttled")
+
+    service.store.link = throttled  # type: ignore[method-assign]
+    notice = Task(TaskKind.NOTICE, "jobs/x")
+    assert service.run([notice]) == [notice]
+    service.store.link = broken  # type: ignore[method-assign]
+    assert service.run([notice]) == []
+    run_all((service, tasks))
+    assert [b["streams"][0]["path"] for b in hook.bodies] == ["jobs/x"]
