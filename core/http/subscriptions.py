@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -32,7 +33,6 @@ from ..subscriptions import (
     parse_subscription_id,
     stream_report,
 )
-from ..subscriptions._signing import jwks
 from ..subscriptions.config import stream_path
 
 logger = logging.getLogger("dsaws")
@@ -78,6 +78,8 @@ def add_subscription_routes(
 
     @app.get(f"{control}/jwks.json")
     async def signing_keys() -> Response:
+        from ..subscriptions._signing import jwks
+
         body = json.dumps(jwks([service.keys.signing]))
         headers = {"Cache-Control": "public, max-age=300"}
         return Response(body, media_type=JWKS_MEDIA_TYPE, headers=headers)
@@ -181,7 +183,29 @@ def add_subscription_routes(
 
     @app.api_route(f"{control}/{{rest:path}}", methods=["GET", "HEAD", "PUT", "POST", "DELETE"])
     async def unknown(request: Request) -> Response:
+        """Every other request under the reserved segment: never a stream."""
+        allowed = _allowed_methods(request.path_params["rest"])
+        if allowed:
+            refusal = SubscriptionError(405, "METHOD_NOT_ALLOWED", "not a method of this resource")
+            return _error(refusal, {"Allow": ", ".join(allowed)})
         return _error(SubscriptionError(404, "NOT_FOUND", "no such control resource"))
+
+
+_RESOURCES = [
+    (re.compile(r"jwks\.json"), ("GET", "HEAD")),
+    (re.compile(r"subscriptions/[^/]+"), ("GET", "HEAD", "PUT", "DELETE")),
+    (re.compile(r"subscriptions/[^/]+/streams"), ("POST",)),
+    (re.compile(r"subscriptions/[^/]+/streams/.+"), ("DELETE",)),
+    (re.compile(r"subscriptions/[^/]+/(?:claim|callback|ack|release)"), ("POST",)),
+]
+
+
+def _allowed_methods(rest: str) -> tuple[str, ...]:
+    """The methods of the control resource at `rest` (none: there is no such resource)."""
+    for pattern, methods in _RESOURCES:
+        if pattern.fullmatch(rest):
+            return methods
+    return ()
 
 
 def describe(

@@ -19,14 +19,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..protocol.errors import ProtocolError
 from ..protocol.offsets import format_offset, parse_position
 from ..storage.aws import Conflict
 from ._glob import glob_matches, literal_prefix
-from ._signing import SigningKey
 from ._tokens import TokenSigner, WakeToken
 from .config import (
     MAX_ALL_EXPLICIT_BYTES,
@@ -64,6 +63,9 @@ from .rules import (
 )
 from .store import SubscriptionStore
 from .tasks import Scheduler, Task, TaskKind
+
+if TYPE_CHECKING:  # cryptography loads with the keys, on first use: not on a cold start
+    from ._signing import SigningKey
 
 logger = logging.getLogger("dsaws.subscriptions")
 # Callback and claim tokens outlive any lease; the generation and wake fence them sooner.

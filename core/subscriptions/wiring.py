@@ -13,12 +13,10 @@ from ..config import Settings
 from ..protocol.append import AppendIntent
 from ..protocol.headers import JSON_MEDIA_TYPE
 from ..storage import DynamoStore, Payload, StreamPage
-from ._signing import SigningKey
 from ._tokens import TokenSigner, derive_token_key
-from .service import Keys, Subscriptions
+from .service import Keys, Sent, Subscriptions
 from .store import SubscriptionStore
 from .tasks import InProcessScheduler, Scheduler, SqsScheduler
-from .webhooks import WebhookSender
 
 logger = logging.getLogger("dsaws.subscriptions")
 # How often `dsaws serve` looks for leases and retries whose timer was lost (a restart).
@@ -60,6 +58,8 @@ class LazyKeys:
         if text is None:
             logger.warning("no webhook secret configured: signing with a key of this process")
             text = secrets.token_urlsafe(32)
+        from ._signing import SigningKey  # cryptography: loaded when a key is first needed
+
         signing = SigningKey.from_secret_text(text)
         return Keys(signing, TokenSigner(derive_token_key(signing.seed)))
 
@@ -86,12 +86,28 @@ class ConfiguredSubscriptions(Subscriptions):
             StreamAccess(store),
             lambda: self._lazy_keys.keys,
             scheduler,
-            WebhookSender(allow_local_http=settings.webhook_allow_localhost),
+            _LazySender(settings.webhook_allow_localhost),
         )
 
     def stop(self) -> None:
         if self._local is not None:
             self._local.stop()
+
+
+class _LazySender:
+    """The webhook sender, built on the first webhook: the API function, which only queues
+    tasks, never loads httpx's async stack for it."""
+
+    def __init__(self, allow_local_http: bool) -> None:
+        self.allow_local_http = allow_local_http
+        self._sender: Any = None
+
+    def __call__(self, url: str, body: bytes, headers: dict[str, str], timeout: float) -> Sent:
+        if self._sender is None:
+            from .webhooks import WebhookSender
+
+            self._sender = WebhookSender(allow_local_http=self.allow_local_http)
+        return self._sender(url, body, headers, timeout)  # type: ignore[no-any-return]
 
 
 class _Starting:

@@ -361,6 +361,14 @@ for event in json.loads(sys.stdin.read()):
 """
 
 
+_IMPORT_DELIVERY = """
+from functions.subscriptions import handler
+from core.subscriptions.webhooks import WebhookSender
+from core.subscriptions._signing import SigningKey
+assert callable(handler) and WebhookSender and SigningKey.generate().kid.startswith("ds_")
+"""
+
+
 def _runtime_python(runtime: str) -> Path | None:
     """An interpreter of the template's runtime (`python3.13`): on PATH, or one that pyenv
     keeps but does not put there. `sam build` needs it, and so does running the artifact
@@ -422,10 +430,25 @@ def test_sam_build_artifact_answers_function_url_events(tmp_path: Path, emulator
             text=True,
             timeout=120,
         )
+        # The subscription function's artifact: its handler, and the webhook sender it
+        # loads only when it first delivers (httpx), come from the artifact too.
+        delivery = build_dir / "SubscriptionFunction"
+        imported = subprocess.run(
+            [str(python), "-S", "-c", _IMPORT_DELIVERY],
+            cwd=delivery,
+            env={
+                "PYTHONPATH": str(delivery),
+                **lambda_environment(emulator.endpoint, "artifact", "artifact-data"),
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert run.returncode == 0, run.stderr[-3000:]
     answers = [json.loads(line) for line in run.stdout.splitlines() if '"statusCode"' in line]
     assert [a["statusCode"] for a in answers] == [201, 200]
     assert answers[1]["body"] == "hello"
+    assert imported.returncode == 0, imported.stderr[-3000:]
 
 
 def test_the_api_function_knows_its_timeout_and_every_allowed_setting_starts(

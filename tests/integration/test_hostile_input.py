@@ -50,11 +50,14 @@ CASES = [
     Case("name-del", "PUT", f"{BASE}/a%7Fb", TEXT),
     Case("name-c1-control", "PUT", f"{BASE}/a%C2%85b", TEXT),
     Case("name-dot-dot", "PUT", f"{BASE}/a/%2E%2E/b", TEXT),
-    Case("reserved-create", "PUT", f"{BASE}/__ds/jwks.json", TEXT),
-    Case("reserved-read", "GET", f"{BASE}/__ds/subscriptions/x"),
-    Case("reserved-append", "POST", f"{BASE}/__ds/x", TEXT, b"x"),
+    # The reserved segment holds the control API: never a stream, whatever the method.
+    Case("reserved-create", "PUT", f"{BASE}/__ds/jwks.json", TEXT, status=405),
+    Case("reserved-read", "GET", f"{BASE}/__ds/subscriptions/x", status=404),
+    Case("reserved-append", "POST", f"{BASE}/__ds/x", TEXT, b"x", status=404),
     Case("reserved-delete", "DELETE", f"{BASE}/__ds"),
-    Case("reserved-head", "HEAD", f"{BASE}/__ds/jwks.json"),
+    Case("reserved-head", "HEAD", f"{BASE}/__ds/x", status=404),
+    Case("reserved-subscription", "PUT", f"{BASE}/__ds/subscriptions/x", JSON, b"{", status=400),
+    Case("reserved-claim", "GET", f"{BASE}/__ds/subscriptions/x/claim", status=405),
     # ------------------------------------------------------------ create headers
     Case("ttl-zero", "PUT", f"{BASE}/new", [*TEXT, ("stream-ttl", "0")]),
     Case("ttl-negative", "PUT", f"{BASE}/new", [*TEXT, ("stream-ttl", "-1")]),
@@ -353,7 +356,10 @@ def test_hostile_request_is_refused_and_changes_nothing(
     assert len(answer.body) <= 512, "error bodies stay short"
     if case.method != "HEAD" and answer.headers.get("content-type") == "application/json":
         error = answer.json()
-        assert set(error) == {"error", "message"}
+        if "/__ds/" in case.target:  # the control API's shape (PROTOCOL section 6)
+            assert set(error) == {"error"} and {"code", "message"} <= set(error["error"])
+        else:
+            assert set(error) == {"error", "message"}
     assert snapshot(backend) == before, "a refused request changed stored data"
 
 
