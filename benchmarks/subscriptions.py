@@ -129,6 +129,8 @@ def _setup(emulator: Emulator, subscriptions: bool = True) -> Setup:
         seal_interval=0,
         webhook_secret="benchmark",
         subscriptions=subscriptions,
+        # The sweep's reads are per minute in a deployment, not per append: left out here.
+        subscription_sweep_seconds=0,
     )
     backend = build_backend(settings, endpoint=IN_PROCESS_ENDPOINT)
     emulator.connect(backend.dynamodb)

@@ -152,6 +152,9 @@ class Settings(BaseModel):
     webhook_secret_id: str | None = Field(
         None, description="Secrets Manager secret holding that text"
     )
+    subscription_sweep_seconds: float = Field(
+        5.0, ge=0, description="seconds between in-process sweeps (no queue; 0: never)"
+    )
     webhook_allow_localhost: bool = Field(
         default_factory=lambda: not running_in_lambda(),
         description="accept http://localhost and http://127.0.0.x webhooks (development)",

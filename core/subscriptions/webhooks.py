@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -19,6 +20,8 @@ MAX_ANSWER_BYTES = 64 * 1024
 class WebhookSender:
     def __init__(self, *, allow_local_http: bool) -> None:
         self.allow_local_http = allow_local_http
+        # Loading the CA bundle takes some 50 ms: once, not per delivery.
+        self._tls = httpx.create_ssl_context()
 
     def __call__(self, url: str, body: bytes, headers: dict[str, str], timeout: float) -> Sent:
         parts = urlsplit(url)
@@ -40,7 +43,7 @@ class WebhookSender:
         # trickling its headers or body a byte at a time would outlast any of them).
         try:
             status, answer = asyncio.run(
-                _post(pinned, body, request_headers, host, timeout), debug=False
+                _post(pinned, body, request_headers, host, timeout, self._tls), debug=False
             )
         except (httpx.HTTPError, TimeoutError) as exc:
             detail = str(exc) or "no answer within the delivery timeout"
@@ -51,13 +54,13 @@ class WebhookSender:
 
 
 async def _post(
-    url: str, body: bytes, headers: dict[str, str], host: str, timeout: float
+    url: str, body: bytes, headers: dict[str, str], host: str, timeout: float, tls: ssl.SSLContext
 ) -> tuple[int, bytes]:
     # No redirects: a receiver must not steer the server to another address. A client per
     # delivery: a connection made for one name never carries a request for another.
     async with (
         asyncio.timeout(timeout),
-        httpx.AsyncClient(follow_redirects=False, trust_env=False) as client,
+        httpx.AsyncClient(follow_redirects=False, trust_env=False, verify=tls) as client,
         client.stream(
             "POST",
             url,

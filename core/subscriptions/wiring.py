@@ -19,8 +19,6 @@ from .store import SubscriptionStore
 from .tasks import InProcessScheduler, Scheduler, SqsScheduler
 
 logger = logging.getLogger("dsaws.subscriptions")
-# How often `dsaws serve` looks for leases and retries whose timer was lost (a restart).
-SWEEP_SECONDS = 5.0
 
 
 class StreamAccess:
@@ -78,7 +76,7 @@ class ConfiguredSubscriptions(Subscriptions):
             sqs = boto3.client("sqs", region_name=settings.region)
             scheduler = SqsScheduler(sqs, settings.subscription_queue_url)
         else:
-            self._local = InProcessScheduler(self.run, SWEEP_SECONDS)
+            self._local = InProcessScheduler(self.run, settings.subscription_sweep_seconds)
             self._local.on_sweep = self.sweep
             scheduler = _Starting(self._local)
         super().__init__(
