@@ -167,7 +167,7 @@ class ChunkStore:
         for segment in info.segments():
             if segment.end <= position or spent():
                 continue
-            for chunk in self._chunks(segment, position):
+            for chunk in self._chunks(segment, position, reach=position + max(budget, 0)):
                 if chunk.start > max(position, segment.start):
                     # A chunk a segment replaced, whose neighbours are already deleted:
                     # the item holding `position` is that segment, further on.
@@ -271,12 +271,20 @@ class ChunkStore:
                 found.add(segment.end)  # where a fork's inherited range gives way to the next
             yield from sorted(p for p in found if start < p < end)
 
-    def _chunks(self, segment: Segment, position: int) -> Iterator[Chunk]:
+    def _chunks(self, segment: Segment, position: int, reach: int) -> Iterator[Chunk]:
         """Chunks and segments of one incarnation that end after `position`, in order of their
         ends. The caller stops at the segment's end, which keeps out chunks committed after
         the metadata it holds and the source's appends after a fork point; a chunk that
         straddles a fork point is cut by the caller. Sealed segments this process already
-        knows are served without a Query."""
+        knows are served without a Query.
+
+        A reader whose budget ends at `reach` needs the items that end by `reach` and then
+        usually just one more (the item that straddles it), so the items past `reach` are
+        queried separately, and when the first query brought chunks' bodies, one item first:
+        with 64 KiB chunks, a query unbounded by position read a second 1 MB page to use one
+        chunk of it, twice the reads of the bytes served. Segment items are small, and a full
+        page of them teaches the segment cache the layout ahead, so they come a page at once.
+        """
         position = max(position, segment.start)
         while position < segment.end:
             known = self.segments.covering(segment.incarnation, position)
@@ -286,9 +294,24 @@ class ChunkStore:
             position = known.end
         else:
             return
-        request = self._ending_after(segment.incarnation, position)
+        bodies_read = False
+        if reach > position:
+            for chunk in self._query_chunks(segment, position, up_to=reach):
+                bodies_read = bodies_read or chunk.inline is not None
+                yield chunk
+        first_page = 1 if bodies_read else _QUERY_PAGE_ITEMS
+        yield from self._query_chunks(segment, max(reach, position), first_page=first_page)
+
+    def _query_chunks(
+        self,
+        segment: Segment,
+        position: int,
+        up_to: int | None = None,
+        first_page: int = _QUERY_PAGE_ITEMS,
+    ) -> Iterator[Chunk]:
+        request = self._ending_after(segment.incarnation, position, up_to)
         request.update(ConsistentRead=True, Limit=_QUERY_PAGE_ITEMS)
-        for page in pages(self.dynamodb.query, request):
+        for page in pages(self.dynamodb.query, request, limits=(first_page,)):
             found = [decode_chunk(item) for item in page if item["sk"]["S"].startswith("c#")]
             for chunk in found:
                 if chunk.sealed:
@@ -300,15 +323,26 @@ class ChunkStore:
             if len(found) < len(page):
                 return
 
-    def _ending_after(self, incarnation: str, position: int) -> dict[str, Any]:
-        """A Query for the items of an incarnation that end after `position`, in order."""
+    def _ending_after(
+        self, incarnation: str, position: int, up_to: int | None = None
+    ) -> dict[str, Any]:
+        """A Query for the items of an incarnation that end after `position` (and by `up_to`,
+        when given: a sort key takes one condition, so that one is a BETWEEN), in order."""
+        partition = items.s(items.chunk_partition(incarnation))
+        if up_to is None:
+            condition = "pk = :pk AND sk > :after"
+            values = {":pk": partition, ":after": items.s(items.chunk_sort_key(position))}
+        else:
+            condition = "pk = :pk AND sk BETWEEN :first AND :last"
+            values = {
+                ":pk": partition,
+                ":first": items.s(items.chunk_sort_key(position + 1)),
+                ":last": items.s(items.chunk_sort_key(up_to)),
+            }
         return {
             "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk AND sk > :after",
-            "ExpressionAttributeValues": {
-                ":pk": items.s(items.chunk_partition(incarnation)),
-                ":after": items.s(items.chunk_sort_key(position)),
-            },
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
         }
 
     def pieces(self, chunk: Chunk, json_mode: bool) -> list[layout.Piece]:

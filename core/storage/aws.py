@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,10 +95,17 @@ def call(operation: Callable[..., Any], **kwargs: Any) -> Any:
         raise StoreUnavailable(str(exc)) from exc
 
 
-def pages(operation: Callable[..., Any], request: dict[str, Any]) -> Iterator[list[Any]]:
-    """The items of a paged read (Query, Scan), one page at a time, each read when needed."""
+def pages(
+    operation: Callable[..., Any], request: dict[str, Any], limits: Iterable[int] = ()
+) -> Iterator[list[Any]]:
+    """The items of a paged read (Query, Scan), one page at a time, each read when needed;
+    `limits` gives the pages' `Limit`s in turn (the request's own once it runs out)."""
     request = dict(request)
+    limit_of_page = iter(limits)
     while True:
+        limit = next(limit_of_page, None)
+        if limit is not None:
+            request["Limit"] = limit
         response = call(operation, **request)
         yield response.get("Items", [])
         last = response.get("LastEvaluatedKey")

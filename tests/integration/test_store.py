@@ -109,6 +109,38 @@ def test_json_reads_return_whole_messages_within_the_budget(backend: Backend) ->
     assert store.read(info, 0, 1).messages == (b'{"a": 1}',)
 
 
+@pytest.mark.parametrize("content_type", [TEXT, JSON])
+def test_a_catch_up_read_queries_about_the_items_it_serves(
+    backend: Backend, content_type: str
+) -> None:
+    """Each read queries the chunks that end within its budget and then one more (the one
+    that straddles the budget's end), not a whole further page of chunks' bodies."""
+    store = backend.store
+    store.create("s", spec(content_type))
+    body = b'"' + b"x" * 998 + b'"' if content_type == JSON else b"y" * 1000  # inline
+    for _ in range(60):
+        payload = json_payload(body) if content_type == JSON else Payload(body)
+        store.append("s", AppendIntent(content_type, True, False), payload)
+    queried: list[int] = []
+
+    def count_items(parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "Query":
+            queried.append(len(parsed.get("Items", [])))
+
+    store.dynamodb.meta.events.register("after-call", count_items)
+    info = store.get("s")
+    assert info is not None
+    position, reads = 0, 0
+    while position < info.tail:
+        batch = store.read(info, position, 10_500)  # ten chunks and a half
+        served = batch.messages if content_type == JSON else (batch.data,)
+        assert b"".join(served) == (body * 60)[position : batch.end]
+        position, reads = batch.end, reads + 1
+    assert reads == 6
+    # 60 chunks, plus at most one straddling chunk per read.
+    assert sum(queried) <= 60 + reads, queried
+
+
 def test_large_json_batches_keep_their_message_index_in_s3(backend: Backend) -> None:
     store = backend.store
     body = b"[" + b",".join(b"%d" % i for i in range(20000)) + b"]"
