@@ -62,6 +62,7 @@ def check_full_suite(
 ) -> None:
     with server:
         run = run_suite(server.cdn_url or server.base_url, report, headers)
+        server_log = server.log()
     assert report.exists(), run.stdout[-4000:] + run.stderr[-4000:]
     everything = summarize(report)
     core = summarize(report, core_only=True)
@@ -72,6 +73,8 @@ def check_full_suite(
     )
     for failure in everything.failed:
         print("FAILED:", failure)
+    if everything.failed:
+        print(f"the server's last output:\n{server_log}")
     assert everything.failed == []
     assert everything.active == ALL_ACTIVE_TESTS
     assert core.active == CORE_TESTS
