@@ -150,13 +150,25 @@ def parse_acks(value: object) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def check_acks(acks: Iterable[Ack], statuses: Iterable[LinkStatus]) -> tuple[Ack, ...]:
-    """The acks that move a cursor forward. An ack of a stream that is not linked, or past
-    its tail, is refused whole: nothing is applied."""
+def check_acks(
+    acks: Iterable[Ack], statuses: Iterable[LinkStatus], announced: Iterable[WakeStream] = ()
+) -> tuple[Ack, ...]:
+    """The acks that move a cursor forward.
+
+    An ack of a stream the wake `announced` is about the incarnation the wake announced: once
+    that stream has gone (deleted, or deleted and created again) or been unlinked, the ack has
+    nothing left to move and is dropped, so the worker can still end its wake and its other
+    acks apply, and a new incarnation's bytes are never acked by an ack of the old one's.
+    Any other ack of a stream that is not linked, or past its tail, is refused whole with
+    409 INVALID_OFFSET: nothing is applied."""
     by_path = {status.link.path: status for status in statuses}
+    snapshot = {stream.path: stream for stream in announced}
     forward: dict[str, Ack] = {}
     for ack in acks:
         status = by_path.get(ack.path)
+        told = snapshot.get(ack.path)
+        if told is not None and (status is None or status.incarnation != told.incarnation):
+            continue
         if status is None:
             raise _invalid_offset(f"stream {ack.path!r} is not linked to this subscription")
         if ack.position > status.tail:

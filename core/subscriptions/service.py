@@ -620,11 +620,11 @@ class Subscriptions:
             raise invalid("at most 99 acks per request")
         while True:
             subscription = self._fenced_subscription(subscription_id, delivery)
-            check_current(subscription, generation, wake_id, self.clock())
+            wake = check_current(subscription, generation, wake_id, self.clock())
             links = self.store.links(subscription)
             tails = self.store.tails(link.path for link in links)
             statuses = link_statuses(links, tails)
-            forward = check_acks(acks, statuses)
+            forward = check_acks(acks, statuses, wake.streams)
             after = cleared(subscription) if done else extended(subscription, self.clock())
             try:
                 incarnations = {path: tail.incarnation for path, tail in tails.items()}

@@ -438,6 +438,47 @@ def test_an_unclaimed_pull_wake_is_announced_again_once_its_stream_exists(
     assert announced[0]["generation"] == 2  # a new generation, not the lost one
 
 
+def test_a_callback_for_streams_gone_meanwhile_acks_nothing_of_their_successors(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """While a wake is out, one of its streams is deleted and created again (on the other
+    instance), another deleted, a third unlinked. The worker acks all it was told, with done:
+    the acks of the gone streams are dropped, the kept stream's applies, and the new
+    incarnation's bytes stay pending for the next wake."""
+    hook = Hook()
+    one = instance(backend, clock, hook)
+    two = instance(backend, clock, hook)
+    one[0].create("s", webhook(streams=["solo/x"]), ROOT)
+    for path in ("jobs/again", "jobs/gone", "jobs/kept", "solo/x"):
+        create_stream(backend.store, path, b"0123456789")
+        one[0].changed(path)
+    run_all(one, two)
+    (wake,) = hook.bodies
+    assert {s["path"] for s in wake["streams"]} == {
+        "jobs/again",
+        "jobs/gone",
+        "jobs/kept",
+        "solo/x",
+    }
+    backend.store.delete("jobs/again")
+    create_stream(backend.store, "jobs/again", b"NEW-BYTES-OF-THE-NEW-ONE")
+    backend.store.delete("jobs/gone")
+    two[0].remove_stream("s", "solo/x")
+
+    acks = [{"stream": s["path"], "offset": s["tail_offset"]} for s in wake["streams"]]
+    document = {"wake_id": wake["wake_id"], "generation": wake["generation"], "acks": acks}
+    body = json.dumps({**document, "done": True}).encode()
+    assert two[0].complete("s", f"Bearer {wake['callback_token']}", body) is True  # more
+    positions = acked(one[0], "s")
+    assert positions["jobs/kept"] == format_offset(10)
+    assert positions["jobs/again"] == format_offset(0)  # the new incarnation: nothing acked
+    run_all(one, two)
+    again = hook.bodies[-1]["streams"]
+    assert [(s["path"], s["acked_offset"], s["tail_offset"]) for s in again] == [
+        ("jobs/again", format_offset(0), format_offset(24))
+    ]
+
+
 def test_a_done_for_a_link_removed_meanwhile_ends_the_wake(
     backend: Backend, clock: FakeClock
 ) -> None:

@@ -175,6 +175,30 @@ def test_acks_move_cursors_forward_only_and_are_refused_whole_when_wrong() -> No
         assert refused.value.status == 409 and refused.value.code == "INVALID_OFFSET"
 
 
+def test_acks_of_announced_streams_apply_only_to_the_incarnation_announced() -> None:
+    """A stream the wake announced that has since been re-created, deleted or unlinked: its
+    ack is dropped (the new incarnation keeps every byte pending), the others apply."""
+    announced = (
+        WakeStream("a/recreated", "glob", 0, 100, "old"),
+        WakeStream("a/deleted", "glob", 0, 100, "i1"),
+        WakeStream("a/unlinked", "glob", 0, 100, "i1"),
+        WakeStream("a/kept", "glob", 0, 100, "i1"),
+    )
+    statuses = link_statuses(
+        [link("a/recreated", 0, None), link("a/deleted", 0), link("a/kept", 0)],
+        {"a/recreated": StreamTail("new", 150), "a/kept": StreamTail("i1", 120)},
+    )
+    acks = [Ack(stream.path, 100) for stream in announced]
+    assert check_acks(acks, statuses, announced) == (Ack("a/kept", 100),)
+    # Unannounced, the same acks are judged against what is there now.
+    with pytest.raises(SubscriptionError) as refused:
+        check_acks(acks, statuses)
+    assert refused.value.code == "INVALID_OFFSET"
+    # An announced stream of the same incarnation is still refused past its tail.
+    with pytest.raises(SubscriptionError):
+        check_acks([Ack("a/kept", 121)], statuses, announced)
+
+
 @pytest.mark.parametrize(
     "value",
     [{}, "x", [1], [{"stream": "a"}], [{"stream": 1, "offset": "0"}], [{"offset": "0"}]],
