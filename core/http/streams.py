@@ -62,6 +62,7 @@ from ..storage import (
 )
 from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import responses as r
+from .bodies import read_within
 from .envelope import SSE_CONTROL_ALLOWANCE, encoded_size, fit_read
 from .live import SharedReads, TailWatcher
 from .sse import SsePlan, SseSessions
@@ -447,15 +448,10 @@ class StreamEndpoints:
     async def _body(self, request: Request) -> bytes:
         """The request body, refused with 413 as soon as it passes the append limit."""
         limit = self.settings.max_append_bytes
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        body = await read_within(request, limit)
+        if body is None:
             raise ProtocolError(413, f"request body is larger than {limit} bytes")
-        received = bytearray()
-        async for piece in request.stream():
-            received.extend(piece)
-            if len(received) > limit:
-                raise ProtocolError(413, f"request body is larger than {limit} bytes")
-        return bytes(received)
+        return body
 
     def _payload(
         self, body: bytes, content_type: str | None, *, allow_empty_array: bool

@@ -34,6 +34,7 @@ from ..subscriptions import (
     stream_report,
 )
 from ..subscriptions.config import stream_path
+from .bodies import read_within
 
 logger = logging.getLogger("dsaws")
 JWKS_MEDIA_TYPE = "application/jwk-set+json"
@@ -87,7 +88,7 @@ def add_subscription_routes(
     @app.put(f"{control}/subscriptions/{{sid}}")
     async def create(request: Request) -> Response:
         async def work(sid: str) -> Response:
-            config = parse_config(await request.body(), allow_local_http=allow_local_http)
+            config = parse_config(await _body(request), allow_local_http=allow_local_http)
             if config.wake_stream is not None:  # the server will append to it
                 refused = await admit(request, (Need(Action.APPEND, config.wake_stream),))
                 if refused is not None:
@@ -118,7 +119,7 @@ def add_subscription_routes(
     @app.post(f"{control}/subscriptions/{{sid}}/streams")
     async def add_streams(request: Request) -> Response:
         async def work(sid: str) -> Response:
-            await run_in_threadpool(service.add_streams, sid, await request.body())
+            await run_in_threadpool(service.add_streams, sid, await _body(request))
             return _no_content()
 
         return await answer(request, SUBSCRIPTION_WRITE_NEEDS, work)
@@ -136,7 +137,7 @@ def add_subscription_routes(
     async def claim(request: Request) -> Response:
         async def work(sid: str) -> Response:
             claimed, token, reports = await run_in_threadpool(
-                service.claim, sid, await request.body()
+                service.claim, sid, await _body(request)
             )
             wake = claimed.wake
             assert wake is not None
@@ -157,7 +158,7 @@ def add_subscription_routes(
         async def complete(request: Request) -> Response:
             async def work(sid: str) -> Response:
                 authorization = request.headers.get("authorization")
-                body = await request.body()
+                body = await _body(request)
                 next_wake = await run_in_threadpool(
                     service.complete, sid, authorization, body, delivery
                 )
@@ -175,7 +176,7 @@ def add_subscription_routes(
     async def release(request: Request) -> Response:
         async def work(sid: str) -> Response:
             authorization = request.headers.get("authorization")
-            body = await request.body()
+            body = await _body(request)
             await run_in_threadpool(service.release, sid, authorization, body)
             return _no_content()
 
@@ -189,6 +190,18 @@ def add_subscription_routes(
             refusal = SubscriptionError(405, "METHOD_NOT_ALLOWED", "not a method of this resource")
             return _error(refusal, {"Allow": ", ".join(allowed)})
         return _error(SubscriptionError(404, "NOT_FOUND", "no such control resource"))
+
+
+# Far above any valid control body (an explicit list is at most 64 KiB a request).
+MAX_CONTROL_BODY_BYTES = 256 * 1024
+
+
+async def _body(request: Request) -> bytes:
+    body = await read_within(request, MAX_CONTROL_BODY_BYTES)
+    if body is None:
+        message = f"the body is larger than {MAX_CONTROL_BODY_BYTES} bytes"
+        raise SubscriptionError(413, "PAYLOAD_TOO_LARGE", message)
+    return body
 
 
 _RESOURCES = [

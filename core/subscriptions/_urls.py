@@ -128,6 +128,9 @@ def allowed_addresses(host: str, port: int, *, allow_local_http: bool) -> list[s
     """The addresses the name resolves to, if every one of them is allowed; None if it does
     not resolve or any is not. Connecting to one of these, rather than resolving again, leaves
     no window in which the name can change to a private address."""
+    # Loopback only for the hosts the development exception names: any other name that
+    # resolves to 127.0.0.1 reaches the server's own neighbours, on any port.
+    loopback = allow_local_http and _is_development_host(host.lower())
     try:
         answers = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError, ValueError, TypeError):
@@ -135,9 +138,7 @@ def allowed_addresses(host: str, port: int, *, allow_local_http: bool) -> list[s
     addresses: list[str] = []
     for _family, _type, _proto, _canonname, sockaddr in answers:
         address = sockaddr[0]
-        if not isinstance(address, str) or not address_allowed(
-            address, allow_local_http=allow_local_http
-        ):
+        if not isinstance(address, str) or not address_allowed(address, allow_local_http=loopback):
             return None
         if address not in addresses:
             addresses.append(address)
@@ -147,6 +148,17 @@ def allowed_addresses(host: str, port: int, *, allow_local_http: bool) -> list[s
 def resolve_allowed(host: str, port: int, *, allow_local_http: bool) -> bool:
     """Whether the name resolves, and only to addresses the server may connect to."""
     return allowed_addresses(host, port, allow_local_http=allow_local_http) is not None
+
+
+def _is_development_host(host: str) -> bool:
+    """`localhost`, `127.0.0.x` or `::1` (brackets removed): the development exception."""
+    if host == _DEV_NAME:
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip == _DEV_LOOPBACK_V6 or ip in _DEV_LOOPBACK_V4
 
 
 def _check_host(host: str, *, allow_local_http: bool) -> bool:

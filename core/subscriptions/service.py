@@ -440,8 +440,10 @@ class Subscriptions:
             # (and a delivery that never ran is found by the sweep).
             self.scheduler.send(Task(TaskKind.DELIVER, subscription.id, wake.generation), delay)
         else:
+            # The timer first: a wake event that cannot be written (the store is busy) must
+            # not leave the wake without one. Unclaimed by then, it is announced again.
+            self._schedule_expiry(subscription)
             self._write_wake_event(subscription, wake, statuses)
-            self._schedule_expiry(subscription)  # unclaimed by then: announced again
 
     def _schedule_expiry(self, subscription: Subscription) -> None:
         wake = subscription.wake
@@ -552,21 +554,40 @@ class Subscriptions:
         logger.warning("subscription %s: the snapshot ack kept conflicting", subscription.id)
 
     def _failed(self, subscription: Subscription, wake: Wake) -> None:
-        failures = subscription.failed_attempts + 1
-        delay = retry_delay(failures)
-        now = self.clock()
-        retry = replace(
-            subscription,
-            failed_attempts=failures,
-            next_attempt_at=now + delay,
-            wake=replace(wake, lease_expires_at=now + delay + subscription.lease_ttl),
+        """The POST of `wake` failed: deliver it again after a backoff. Another write to the
+        subscription meanwhile (a heartbeat, streams added) leaves the wake current, and the
+        retry is written over it; only a wake that was acked, released, replaced or removed
+        meanwhile needs none."""
+        for _ in range(_ATTEMPTS):
+            failures = subscription.failed_attempts + 1
+            delay = retry_delay(failures)
+            now = self.clock()
+            retry = replace(
+                subscription,
+                failed_attempts=failures,
+                next_attempt_at=now + delay,
+                wake=replace(wake, lease_expires_at=now + delay + subscription.lease_ttl),
+            )
+            try:
+                written = self.store.replace(retry, subscription.version)
+            except Conflict:
+                latest = self.store.get(subscription.id)
+                if (
+                    latest is None
+                    or latest.deleted
+                    or latest.wake is None
+                    or latest.wake.wake_id != wake.wake_id
+                ):
+                    return
+                subscription, wake = latest, latest.wake
+                continue
+            self.scheduler.send(Task(TaskKind.DELIVER, subscription.id, wake.generation), delay)
+            self._schedule_expiry(written)
+            return
+        # The sweep delivers it again once the lease has run out.
+        logger.warning(
+            "subscription %s: recording a failed delivery kept conflicting", wake.wake_id
         )
-        try:
-            written = self.store.replace(retry, subscription.version)
-        except Conflict:
-            return  # a callback or a removal came first
-        self.scheduler.send(Task(TaskKind.DELIVER, subscription.id, wake.generation), delay)
-        self._schedule_expiry(written)
 
     def expire(self, subscription_id: str, generation: int, lease_end: float | None) -> None:
         """The timer of the lease that ends at `lease_end` (None: whatever lease is current)."""
@@ -626,6 +647,8 @@ class Subscriptions:
             statuses = link_statuses(links, tails)
             forward = check_acks(acks, statuses, wake.streams)
             after = cleared(subscription) if done else extended(subscription, self.clock())
+            # A valid callback shows the receiver has the wake: no failure stands any more.
+            after = replace(after, failed_attempts=0, next_attempt_at=0.0)
             try:
                 incarnations = {path: tail.incarnation for path, tail in tails.items()}
                 written = self.store.replace_with_acks(

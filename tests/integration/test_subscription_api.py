@@ -12,6 +12,7 @@ from auth_support import KEY_SET_TEXT, bearer, token
 from starlette.testclient import TestClient
 
 from core.app import create_app
+from core.http.subscriptions import MAX_CONTROL_BODY_BYTES
 from core.runtime import Backend
 
 SUBS = "/v1/stream/__ds/subscriptions"
@@ -48,6 +49,7 @@ HOSTILE_BODIES = [
     json.dumps({**HOOK, "webhook": {"url": "https://[fe80::1%25eth0]/x"}}).encode(),
     b"\xff\xfe",
     b"",
+    json.dumps({**HOOK, "description": "d" * 300_000}).encode(),  # past the body limit
 ]
 
 
@@ -70,6 +72,19 @@ def test_hostile_subscription_bodies_are_refused_and_change_nothing(
             assert 400 <= response.status_code < 500, (method, url, body[:40], response.text)
             assert response.json()["error"]["code"]
     assert _stored(backend) == before
+
+
+def test_a_body_past_the_limit_is_refused_before_it_is_read_whole(client: TestClient) -> None:
+    client.put(f"{SUBS}/kept", json=HOOK)
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit applies as it arrives
+        yield from (b" " * 65_536 for _ in range(16))
+
+    for method, url in [("PUT", f"{SUBS}/new"), ("POST", f"{SUBS}/kept/callback")]:
+        for body in (b" " * (MAX_CONTROL_BODY_BYTES + 1), chunks()):
+            response = client.request(method, url, content=body)
+            assert response.status_code == 413, response.text
+            assert response.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
 
 
 @pytest.mark.parametrize(

@@ -248,6 +248,53 @@ def test_failed_deliveries_back_off_and_mark_the_subscription_failed(
     assert service.describe("s")[0].status == "active"
 
 
+def test_a_callback_clears_the_failure_of_a_post_that_timed_out(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """The receiver got the wake but answered too late: its callback proves the delivery, so
+    the subscription no longer reads "failed"."""
+    hook = Hook()
+    hook.answer = Sent(False, detail="timed out")
+    service, tasks = instance(backend, clock, hook)
+    service.create("s", webhook(lease_ttl_ms=30_000), ROOT)
+    create_stream(backend.store, "jobs/f", b"abc")
+    service.notice(["jobs/f"])
+    service.run(tasks.take())
+    assert service.describe("s")[0].status == "failed"
+    wake = hook.bodies[0]
+    service.complete("s", f"Bearer {wake['callback_token']}", ack_body(wake, "jobs/f", 3))
+    subscription, _ = service.describe("s")
+    assert subscription.status == "active" and subscription.next_attempt_at == 0.0
+    assert acked(service, "s") == {"jobs/f": format_offset(3)}
+
+
+def test_a_failed_delivery_is_retried_though_the_subscription_changed_during_its_post(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """Streams are added while the POST is out, and the POST then fails: the wake is still
+    current, so its retry is scheduled (it was dropped as if a callback had come first)."""
+    service: Subscriptions
+
+    class ChangingHook(Hook):
+        def __call__(self, url: str, body: bytes, headers: dict[str, str], timeout: float) -> Sent:
+            super().__call__(url, body, headers, timeout)
+            if len(self.bodies) == 1:
+                service.add_streams("s", b'{"streams": ["extra/x"]}')
+                return Sent(False, detail="timeout")
+            return Sent(True, done=True)
+
+    hook = ChangingHook()
+    service, tasks = instance(backend, clock, hook)
+    service.create("s", webhook(lease_ttl_ms=30_000), ROOT)
+    create_stream(backend.store, "jobs/f", b"x")
+    service.notice(["jobs/f"])
+    for _ in range(10):  # ten seconds, a task run every one
+        service.run(tasks.take())
+        clock.now += 1
+    assert len(hook.bodies) == 2 and hook.bodies[0]["wake_id"] == hook.bodies[1]["wake_id"]
+    assert acked(service, "s")["jobs/f"] == format_offset(1)
+
+
 def test_only_one_of_two_instances_claims_a_pull_wake(backend: Backend, clock: FakeClock) -> None:
     hook = Hook()
     one = instance(backend, clock, hook)

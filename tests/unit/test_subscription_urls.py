@@ -426,6 +426,19 @@ def test_one_private_answer_refuses_the_name(monkeypatch: pytest.MonkeyPatch) ->
     assert allowed_addresses("rebind.example", 443, allow_local_http=True) is None
 
 
+@pytest.mark.parametrize("host", ["hooks.attacker.example", "127.0.0.1.nip.example"])
+def test_only_the_development_hosts_may_resolve_to_loopback(
+    monkeypatch: pytest.MonkeyPatch, host: str
+) -> None:
+    """With the development exception on, a public name whose answer is 127.x (a rebinding
+    name aimed at the server's neighbours) is still refused; localhost and 127.0.0.x are not."""
+    monkeypatch.setattr(_urls.socket, "getaddrinfo", lambda *args, **kwargs: _answers("127.0.0.1"))
+    assert allowed_addresses(host, 6379, allow_local_http=True) is None
+    for development in ("localhost", "127.0.0.1", "127.0.0.9", "::1"):
+        assert allowed_addresses(development, 8080, allow_local_http=True) == ["127.0.0.1"]
+    assert allowed_addresses("127.0.1.1", 8080, allow_local_http=True) is None
+
+
 def test_the_allowed_answers_are_returned_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
     answers = _answers("8.8.8.8", "2606:4700:4700::1111", "8.8.8.8")
     monkeypatch.setattr(_urls.socket, "getaddrinfo", lambda *args, **kwargs: answers)
