@@ -77,7 +77,7 @@ def add_subscription_routes(
         # The key is read here, not at start: a cold start never waits on Secrets Manager.
         return describe(subscription, statuses, public_root(request), service.keys.signing.kid)
 
-    @app.get(f"{control}/jwks.json")
+    @app.api_route(f"{control}/jwks.json", methods=["GET", "HEAD"])
     async def signing_keys() -> Response:
         from ..subscriptions._signing import jwks
 
@@ -100,7 +100,7 @@ def add_subscription_routes(
 
         return await answer(request, SUBSCRIPTION_WRITE_NEEDS, work)
 
-    @app.get(f"{control}/subscriptions/{{sid}}")
+    @app.api_route(f"{control}/subscriptions/{{sid}}", methods=["GET", "HEAD"])
     async def read(request: Request) -> Response:
         async def work(sid: str) -> Response:
             found, statuses = await run_in_threadpool(service.describe, sid)
@@ -182,7 +182,9 @@ def add_subscription_routes(
 
         return await answer(request, None, work)
 
-    @app.api_route(f"{control}/{{rest:path}}", methods=["GET", "HEAD", "PUT", "POST", "DELETE"])
+    @app.api_route(
+        f"{control}/{{rest:path}}", methods=["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH"]
+    )
     async def unknown(request: Request) -> Response:
         """Every other request under the reserved segment: never a stream."""
         allowed = _allowed_methods(request.path_params["rest"])
@@ -225,19 +227,9 @@ def describe(
     subscription: Subscription, statuses: tuple[LinkStatus, ...], root: str, kid: str
 ) -> dict[str, Any]:
     config = subscription.config
-    document: dict[str, Any] = {
-        "id": subscription.id,
-        "subscription_id": subscription.id,
-        "type": config.delivery.value,
-        "streams": [stream_report(status) for status in statuses],
-        "lease_ttl_ms": config.lease_ttl_ms,
-        "created_at": _iso(subscription.created_at),
-        "status": subscription.status,
-    }
-    if config.pattern is not None:
-        document["pattern"] = config.pattern
+    webhook = None
     if config.webhook_url is not None:
-        document["webhook"] = {
+        webhook = {
             "url": config.webhook_url,
             "signing": {
                 "alg": "ed25519",
@@ -245,11 +237,20 @@ def describe(
                 "jwks_url": f"{root}{RESERVED_SEGMENT}/jwks.json",
             },
         }
-    if config.wake_stream is not None:
-        document["wake_stream"] = config.wake_stream
-    if config.description is not None:
-        document["description"] = config.description
-    return document
+    # Every field is present, null where it does not apply (as PROTOCOL 6.3 shows).
+    return {
+        "id": subscription.id,
+        "subscription_id": subscription.id,
+        "type": config.delivery.value,
+        "pattern": config.pattern,
+        "streams": [stream_report(status) for status in statuses],
+        "webhook": webhook,
+        "wake_stream": config.wake_stream,
+        "lease_ttl_ms": config.lease_ttl_ms,
+        "created_at": _iso(subscription.created_at),
+        "status": subscription.status,
+        "description": config.description,
+    }
 
 
 def _iso(timestamp: float) -> str:

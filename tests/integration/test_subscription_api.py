@@ -74,6 +74,20 @@ def test_hostile_subscription_bodies_are_refused_and_change_nothing(
     assert _stored(backend) == before
 
 
+def test_a_subscription_reads_with_every_field_null_where_it_does_not_apply(
+    client: TestClient,
+) -> None:
+    client.put(f"{SUBS}/hook", json=HOOK)
+    document = client.get(f"{SUBS}/hook").json()
+    assert document["wake_stream"] is None and document["description"] is None
+    assert document["pattern"] == "jobs/*" and document["webhook"]["url"] == HOOK["webhook"]["url"]
+    pull = {"type": "pull-wake", "streams": ["a/b"], "wake_stream": "wake/pool"}
+    client.put(f"{SUBS}/pull", json=pull)
+    document = client.get(f"{SUBS}/pull").json()
+    assert document["webhook"] is None and document["pattern"] is None
+    assert document["wake_stream"] == "wake/pool"
+
+
 def test_a_body_past_the_limit_is_refused_before_it_is_read_whole(client: TestClient) -> None:
     client.put(f"{SUBS}/kept", json=HOOK)
 
@@ -96,6 +110,9 @@ def test_a_body_past_the_limit_is_refused_before_it_is_read_whole(client: TestCl
         ("POST", f"{SUBS}/absent/claim", 400),  # no worker named
         ("GET", "/v1/stream/__ds/anything", 404),
         ("POST", f"{SUBS}/kept/callback", 401),  # no token
+        ("HEAD", f"{SUBS}/kept", 200),
+        ("HEAD", "/v1/stream/__ds/jwks.json", 200),
+        ("PATCH", f"{SUBS}/kept", 405),
     ],
 )
 def test_unknown_and_malformed_control_requests(
@@ -104,6 +121,8 @@ def test_unknown_and_malformed_control_requests(
     client.put(f"{SUBS}/kept", json=HOOK)
     response = client.request(method, path, content=b"{}")
     assert response.status_code == status, response.text
+    if status == 405:
+        assert response.json()["error"]["code"] == "METHOD_NOT_ALLOWED"
 
 
 def test_explicit_streams_are_bounded_in_all(client: TestClient, backend: Backend) -> None:
