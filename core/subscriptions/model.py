@@ -82,6 +82,7 @@ class Subscription:
     # The stream root's URL as the creating client saw it: callback URLs are built on it.
     public_root: str = ""
     backfilled: bool = False  # the creation linked the streams that existed then
+    links_dropped: bool = False  # a tombstone whose link items are all deleted
 
     @property
     def status(self) -> str:

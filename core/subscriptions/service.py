@@ -160,6 +160,9 @@ class Subscriptions:
                 explicit=frozenset(config.streams),
                 public_root=public_root,
             )
+            if existing is not None and not existing.links_dropped:
+                # The tombstone's links, which nothing would find once it is replaced.
+                self.store.drop_links(existing)
             try:
                 self.store.insert(subscription, existing)
             except Conflict:
@@ -215,12 +218,20 @@ class Subscriptions:
             subscription = self._existing(subscription_id)
             try:
                 tombstone = replace(subscription, deleted=True, wake=None)
-                self.store.replace(tombstone, subscription.version)
+                written = self.store.replace(tombstone, subscription.version)
             except Conflict:
                 continue
             break
         self._forget_registry()
-        self.store.drop_links(subscription)
+        # The removal has taken effect: links left behind by a failure here are the sweep's.
+        self._after_commit(self._drop_links, written)
+
+    def _drop_links(self, tombstone: Subscription) -> None:
+        """Delete a removed subscription's link items, then record on its tombstone that
+        they are gone (the sweep looks for tombstones without that record)."""
+        self.store.drop_links(tombstone)
+        with contextlib.suppress(Conflict):  # re-created meanwhile: its links are its own
+            self.store.replace(replace(tombstone, links_dropped=True), tombstone.version)
 
     def add_streams(self, subscription_id: str, body: bytes) -> None:
         paths = _stream_list(body)
@@ -384,10 +395,11 @@ class Subscriptions:
         with pending work. Costs one Query, plus two reads per idle subscription."""
         now = self.clock()
         for subscription in self.store.all():
-            if subscription.deleted:
-                continue
             with _isolated(subscription.id):
-                self._sweep_one(subscription, now)
+                if not subscription.deleted:
+                    self._sweep_one(subscription, now)
+                elif not subscription.links_dropped:
+                    self._drop_links(subscription)
 
     def _sweep_one(self, subscription: Subscription, now: float) -> None:
         wake = subscription.wake

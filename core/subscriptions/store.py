@@ -284,6 +284,7 @@ def encode_subscription(subscription: Subscription) -> items.Item:
         "next": items.n(subscription.next_attempt_at),
         "root": items.s(subscription.public_root),
         "bf": {"BOOL": subscription.backfilled},
+        "ldrop": {"BOOL": subscription.links_dropped},
     }
     if subscription.wake is not None:
         item["wake"] = items.s(json.dumps(asdict(subscription.wake), ensure_ascii=False))
@@ -328,6 +329,7 @@ def decode_subscription(item: items.Item) -> Subscription:
         next_attempt_at=float(item.get("next", {}).get("N", "0")),
         public_root=item.get("root", {}).get("S", ""),
         backfilled=bool(item.get("bf", {}).get("BOOL", False)),
+        links_dropped=bool(item.get("ldrop", {}).get("BOOL", False)),
     )
 
 

@@ -27,7 +27,7 @@ from core.subscriptions import (
 )
 from core.subscriptions._signing import SigningKey
 from core.subscriptions._tokens import TokenSigner, derive_token_key
-from core.subscriptions.store import SubscriptionStore
+from core.subscriptions.store import LINK_PREFIX, SubscriptionStore
 from core.subscriptions.wiring import StreamAccess
 
 ROOT = "http://test.local/v1/stream/"
@@ -524,6 +524,34 @@ def test_a_callback_for_streams_gone_meanwhile_acks_nothing_of_their_successors(
     assert [(s["path"], s["acked_offset"], s["tail_offset"]) for s in again] == [
         ("jobs/again", format_offset(0), format_offset(24))
     ]
+
+
+def test_a_removal_whose_link_cleanup_failed_is_answered_and_cleaned_up_by_the_sweep(
+    backend: Backend, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = Hook()
+    service, _ = instance(backend, clock, hook)
+    for path in ("jobs/a", "jobs/b"):
+        create_stream(backend.store, path, b"x")
+    service.create("s", webhook(), ROOT)
+
+    def link_items() -> int:
+        scan = backend.dynamodb.scan(TableName=backend.settings.table, ConsistentRead=True)
+        return sum(item["pk"]["S"].startswith(LINK_PREFIX) for item in scan["Items"])
+
+    assert link_items() == 2
+
+    def busy(subscription: Any) -> None:
+        raise StoreUnavailable("throttled", retry_after=1)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(service.store, "drop_links", busy)
+        service.remove("s")  # taken effect: no error for the client to retry into a 404
+    assert link_items() == 2
+    service.sweep()
+    assert link_items() == 0
+    (tombstone,) = service.store.all()
+    assert tombstone.deleted and tombstone.links_dropped
 
 
 def test_a_done_for_a_link_removed_meanwhile_ends_the_wake(
