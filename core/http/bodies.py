@@ -9,7 +9,7 @@ async def read_within(request: Request, limit: int) -> bytes | None:
     """The request's body, or None once it is larger than `limit` bytes (by its declared
     Content-Length, or as it arrives), without reading the rest into memory."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         return None
     received = bytearray()
     async for piece in request.stream():

@@ -82,7 +82,8 @@ class Subscription:
     # The stream root's URL as the creating client saw it: callback URLs are built on it.
     public_root: str = ""
     backfilled: bool = False  # the creation linked the streams that existed then
-    links_dropped: bool = False  # a tombstone whose link items are all deleted
+    deleted_at: float = 0.0  # when it was removed (a tombstone)
+    links_dropped: bool = False  # a tombstone whose link items are all deleted, for good
 
     @property
     def status(self) -> str:

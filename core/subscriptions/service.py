@@ -73,6 +73,10 @@ TOKEN_LIFETIME = 24 * 3600
 # How long the append path trusts its copy of the subscription list. A subscription made
 # elsewhere within this window is caught by the CHECK task its creation schedules after it.
 REGISTRY_MAX_AGE = 2.0
+# Longer than any request or task can run (a Lambda invocation lasts 15 minutes at most): a
+# backfill or a notice that read the subscription before its removal may still be writing
+# links this long after it, so a tombstone's links are dropped again until then.
+LINK_WRITERS_GRACE = 900.0
 _LIST_PAGE = 200
 # Tries of a write that keeps losing races before leaving it to the lease and the sweep.
 _ATTEMPTS = 10
@@ -217,7 +221,7 @@ class Subscriptions:
         while True:
             subscription = self._existing(subscription_id)
             try:
-                tombstone = replace(subscription, deleted=True, wake=None)
+                tombstone = replace(subscription, deleted=True, wake=None, deleted_at=self.clock())
                 written = self.store.replace(tombstone, subscription.version)
             except Conflict:
                 continue
@@ -227,9 +231,12 @@ class Subscriptions:
         self._after_commit(self._drop_links, written)
 
     def _drop_links(self, tombstone: Subscription) -> None:
-        """Delete a removed subscription's link items, then record on its tombstone that
-        they are gone (the sweep looks for tombstones without that record)."""
+        """Delete a removed subscription's link items; once no writer that read it before
+        its removal can still be adding links, record on the tombstone that they are gone
+        for good (until then the sweep drops them again)."""
         self.store.drop_links(tombstone)
+        if self.clock() - tombstone.deleted_at <= LINK_WRITERS_GRACE:
+            return
         with contextlib.suppress(Conflict):  # re-created meanwhile: its links are its own
             self.store.replace(replace(tombstone, links_dropped=True), tombstone.version)
 
@@ -584,14 +591,11 @@ class Subscriptions:
                 written = self.store.replace(retry, subscription.version)
             except Conflict:
                 latest = self.store.get(subscription.id)
-                if (
-                    latest is None
-                    or latest.deleted
-                    or latest.wake is None
-                    or latest.wake.wake_id != wake.wake_id
-                ):
+                if latest is None or not _same_delivery_state(latest, subscription, wake):
+                    # Acked, heartbeat, released, replaced, removed, or another failure
+                    # recorded: whichever wrote it set the timer that follows from it.
                     return
-                subscription, wake = latest, latest.wake
+                subscription = latest
                 continue
             self.scheduler.send(Task(TaskKind.DELIVER, subscription.id, wake.generation), delay)
             self._schedule_expiry(written)
@@ -811,6 +815,17 @@ def _isolated(subscription_id: str) -> Iterator[_Outcome]:
     except Exception:
         outcome.ok = False
         logger.exception("subscription %s: delivery work failed", subscription_id)
+
+
+def _same_delivery_state(latest: Subscription, read: Subscription, wake: Wake) -> bool:
+    """Whether a write since `read` left the delivery of `wake` as it was (streams added, a
+    creation finished): a failure of that delivery is still to be recorded over it."""
+    return (
+        not latest.deleted
+        and latest.wake == wake
+        and latest.failed_attempts == read.failed_attempts
+        and latest.next_attempt_at == read.next_attempt_at
+    )
 
 
 def _moves(link: Link | None, ack: Ack, incarnations: dict[str, str | None]) -> bool:

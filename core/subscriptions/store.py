@@ -285,6 +285,7 @@ def encode_subscription(subscription: Subscription) -> items.Item:
         "root": items.s(subscription.public_root),
         "bf": {"BOOL": subscription.backfilled},
         "ldrop": {"BOOL": subscription.links_dropped},
+        "dtime": items.n(subscription.deleted_at),
     }
     if subscription.wake is not None:
         item["wake"] = items.s(json.dumps(asdict(subscription.wake), ensure_ascii=False))
@@ -330,6 +331,7 @@ def decode_subscription(item: items.Item) -> Subscription:
         public_root=item.get("root", {}).get("S", ""),
         backfilled=bool(item.get("bf", {}).get("BOOL", False)),
         links_dropped=bool(item.get("ldrop", {}).get("BOOL", False)),
+        deleted_at=float(item.get("dtime", {}).get("N", "0")),
     )
 
 

@@ -27,6 +27,7 @@ from core.subscriptions import (
 )
 from core.subscriptions._signing import SigningKey
 from core.subscriptions._tokens import TokenSigner, derive_token_key
+from core.subscriptions.service import LINK_WRITERS_GRACE
 from core.subscriptions.store import LINK_PREFIX, SubscriptionStore
 from core.subscriptions.wiring import StreamAccess
 
@@ -295,6 +296,35 @@ def test_a_failed_delivery_is_retried_though_the_subscription_changed_during_its
     assert acked(service, "s")["jobs/f"] == format_offset(1)
 
 
+def test_a_failure_after_a_heartbeat_leaves_the_wake_to_the_worker(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """The receiver's worker called back (a heartbeat) before the POST's answer was lost: the
+    wake is in hand, so it is neither marked failed nor sent again."""
+    service: Subscriptions
+
+    class HeartbeatHook(Hook):
+        def __call__(self, url: str, body: bytes, headers: dict[str, str], timeout: float) -> Sent:
+            wake = json.loads(body)
+            super().__call__(url, body, headers, timeout)
+            document = {"wake_id": wake["wake_id"], "generation": wake["generation"]}
+            heartbeat = json.dumps({**document, "acks": []}).encode()
+            clock.now += 0.5  # the worker calls back while the answer is on its way
+            service.complete("s", f"Bearer {wake['callback_token']}", heartbeat)
+            return Sent(False, detail="timeout")
+
+    hook = HeartbeatHook()
+    service, tasks = instance(backend, clock, hook)
+    service.create("s", webhook(lease_ttl_ms=30_000), ROOT)
+    create_stream(backend.store, "jobs/f", b"x")
+    service.notice(["jobs/f"])
+    for _ in range(10):
+        service.run(tasks.take())
+        clock.now += 1
+    assert len(hook.bodies) == 1
+    assert service.describe("s")[0].status == "active"
+
+
 def test_only_one_of_two_instances_claims_a_pull_wake(backend: Backend, clock: FakeClock) -> None:
     hook = Hook()
     one = instance(backend, clock, hook)
@@ -551,7 +581,15 @@ def test_a_removal_whose_link_cleanup_failed_is_answered_and_cleaned_up_by_the_s
     service.sweep()
     assert link_items() == 0
     (tombstone,) = service.store.all()
-    assert tombstone.deleted and tombstone.links_dropped
+    assert tombstone.deleted and not tombstone.links_dropped
+    # A backfill that read the subscription before its removal links one more stream: the
+    # sweeps drop links again until no such writer can be left, then record it for good.
+    service.store.link(tombstone, "jobs/a", glob=True, explicit=False, at=None)
+    clock.now += LINK_WRITERS_GRACE + 1
+    service.sweep()
+    assert link_items() == 0
+    (tombstone,) = service.store.all()
+    assert tombstone.links_dropped
 
 
 def test_a_done_for_a_link_removed_meanwhile_ends_the_wake(
