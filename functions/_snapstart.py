@@ -38,6 +38,7 @@ from botocore.awsrequest import AWSResponse
 from core.auth.keys import StoredValue
 from core.auth.origin import ORIGIN_SECRET_HEADER
 from core.runtime import Backend
+from core.storage.aws import LazyClient
 
 from ._events import LambdaContext, function_url_event
 
@@ -141,11 +142,16 @@ def warm_up(asgi: Asgi, backend: Backend, app: Any) -> list[int]:
 
 def _close_connections(backend: Backend) -> None:
     backend.dynamodb.close()  # closes the pool; the next request opens a connection
-    backend.s3.close()
+    if not isinstance(backend.s3, LazyClient) or backend.s3.made:
+        backend.s3.close()
     StoredValue.close_all_connections()
 
 
 def before_snapshot(backend: Backend) -> None:
+    # The S3 client is made on first use (a cold start without SnapStart rarely needs it);
+    # made here, it is in the snapshot, and no restored instance pays for it.
+    if isinstance(backend.s3, LazyClient):
+        backend.s3.resolve()
     _close_connections(backend)
 
 

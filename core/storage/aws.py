@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -70,10 +71,59 @@ def make_clients(settings: AwsSettings) -> tuple[Any, Any]:
         endpoint_url=settings.dynamodb_endpoint,
         config=config,
     )
-    s3 = session.create_client(
-        "s3", region_name=settings.region, endpoint_url=settings.s3_endpoint, config=config
+    s3 = LazyClient(
+        lambda: session.create_client(
+            "s3", region_name=settings.region, endpoint_url=settings.s3_endpoint, config=config
+        )
     )
     return dynamodb, s3
+
+
+class LazyClient:
+    """A botocore client made when it is first used. S3's is: its model and endpoint rules
+    take some 50 ms to load, and most requests (small appends, reads of data not yet sealed)
+    never call S3, so a cold start without SnapStart need not wait for it."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._setup: list[Callable[[Any], object]] = []
+
+    @property
+    def made(self) -> bool:
+        return self._client is not None
+
+    def resolve(self) -> Any:
+        """The client, made now if it was not yet."""
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    client = self._make()
+                    for setup in self._setup:
+                        setup(client)
+                    self._client = client
+        return self._client
+
+    def when_made(self, setup: Callable[[Any], object]) -> None:
+        """Run `setup` on the client once it is made (now, if it is)."""
+        with self._lock:
+            if self._client is None:
+                self._setup.append(setup)
+                return
+        setup(self._client)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.resolve(), name)
+
+
+def when_made(client: Any, setup: Callable[[Any], object]) -> None:
+    """Run `setup` on a client (a lazy one: once it is made), registering event handlers
+    without making a lazy client early."""
+    if isinstance(client, LazyClient):
+        client.when_made(setup)
+    else:
+        setup(client)
 
 
 class Conflict(Exception):

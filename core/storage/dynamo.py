@@ -37,7 +37,7 @@ from . import _items as items
 from ._chunks import DEFAULT_INLINE_MAX_BYTES, ChunkStore, StoredBody
 from ._recent import RecentWrites
 from ._seal_plan import DEFAULT_HOT_BYTES, marks
-from .aws import Conflict, call, is_throttle_code
+from .aws import Conflict, call, is_throttle_code, when_made
 from .model import (
     AppendOutcome,
     CreateOutcome,
@@ -141,7 +141,9 @@ class DynamoStore:
         self._recent = RecentWrites()
         self.telemetry: Telemetry = telemetry or NoTelemetry()
         for client in (dynamodb, s3):
-            client.meta.events.register("needs-retry", self._note_throttle)
+            when_made(
+                client, lambda made: made.meta.events.register("needs-retry", self._note_throttle)
+            )
 
     # ---------------------------------------------------------------- reads of metadata
 

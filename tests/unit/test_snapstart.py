@@ -138,6 +138,18 @@ def test_hooks_close_pooled_connections(counted_backend: Backend, hook: Any) -> 
     del stored
 
 
+def test_the_s3_client_is_made_on_first_use_and_before_the_snapshot() -> None:
+    """A cold start without SnapStart does not load S3's model (most requests never call S3);
+    the snapshot holds the client made, so no restored instance pays for it."""
+    backend = _backend()
+    assert not backend.s3.made
+    _snapstart.after_restore(backend)  # closing what was never made does not make it
+    assert not backend.s3.made
+    _snapstart.before_snapshot(backend)
+    assert backend.s3.made
+    assert backend.s3.meta.service_model.service_name == "s3"
+
+
 def test_closed_clients_still_answer() -> None:
     """`close` empties botocore's connection pools; the client opens a new connection on its
     next request (here: tries to, and is stopped before sending)."""
