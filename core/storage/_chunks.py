@@ -167,7 +167,10 @@ class ChunkStore:
         for segment in info.segments():
             if segment.end <= position or spent():
                 continue
-            for chunk in self._chunks(segment, position, reach=position + max(budget, 0)):
+            # The sealer's hint of where this stream's own sealed history ends.
+            sealed = info.sealed if segment.incarnation == info.incarnation else 0
+            reach = None if position < sealed else position + max(budget, 0)
+            for chunk in self._chunks(segment, position, reach):
                 if chunk.start > max(position, segment.start):
                     # A chunk a segment replaced, whose neighbours are already deleted:
                     # the item holding `position` is that segment, further on.
@@ -271,19 +274,20 @@ class ChunkStore:
                 found.add(segment.end)  # where a fork's inherited range gives way to the next
             yield from sorted(p for p in found if start < p < end)
 
-    def _chunks(self, segment: Segment, position: int, reach: int) -> Iterator[Chunk]:
+    def _chunks(self, segment: Segment, position: int, reach: int | None) -> Iterator[Chunk]:
         """Chunks and segments of one incarnation that end after `position`, in order of their
         ends. The caller stops at the segment's end, which keeps out chunks committed after
         the metadata it holds and the source's appends after a fork point; a chunk that
         straddles a fork point is cut by the caller. Sealed segments this process already
         knows are served without a Query.
 
-        A reader whose budget ends at `reach` needs the items that end by `reach` and then
-        usually just one more (the item that straddles it), so the items past `reach` are
-        queried separately, and when the first query brought chunks' bodies, one item first:
-        with 64 KiB chunks, a query unbounded by position read a second 1 MB page to use one
-        chunk of it, twice the reads of the bytes served. Segment items are small, and a full
-        page of them teaches the segment cache the layout ahead, so they come a page at once.
+        A reader whose budget ends at `reach` needs the items that end by `reach` and the one
+        that straddles it, which, holding its bytes inline, ends less than an inline chunk
+        further: the first query stops there. Only a reader that needs more (the straddler is
+        a large chunk in S3, or a segment) queries on, a page at a time. Unbounded, a query
+        of 64 KiB chunks read a second 1 MB page to use one chunk of it. History known to be
+        sealed (`reach` None) is queried a page at a time from the start: segment items are
+        small, and a page of them teaches the segment cache the layout ahead.
         """
         position = max(position, segment.start)
         while position < segment.end:
@@ -294,24 +298,19 @@ class ChunkStore:
             position = known.end
         else:
             return
-        bodies_read = False
-        if reach > position:
-            for chunk in self._query_chunks(segment, position, up_to=reach):
-                bodies_read = bodies_read or chunk.inline is not None
-                yield chunk
-        first_page = 1 if bodies_read else _QUERY_PAGE_ITEMS
-        yield from self._query_chunks(segment, max(reach, position), first_page=first_page)
+        if reach is None:
+            yield from self._query_chunks(segment, position)
+            return
+        bound = max(reach, position) + self.inline_max_bytes
+        yield from self._query_chunks(segment, position, up_to=bound)
+        yield from self._query_chunks(segment, bound)
 
     def _query_chunks(
-        self,
-        segment: Segment,
-        position: int,
-        up_to: int | None = None,
-        first_page: int = _QUERY_PAGE_ITEMS,
+        self, segment: Segment, position: int, up_to: int | None = None
     ) -> Iterator[Chunk]:
         request = self._ending_after(segment.incarnation, position, up_to)
         request.update(ConsistentRead=True, Limit=_QUERY_PAGE_ITEMS)
-        for page in pages(self.dynamodb.query, request, limits=(first_page,)):
+        for page in pages(self.dynamodb.query, request):
             found = [decode_chunk(item) for item in page if item["sk"]["S"].startswith("c#")]
             for chunk in found:
                 if chunk.sealed:

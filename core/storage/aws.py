@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,17 +145,10 @@ def call(operation: Callable[..., Any], **kwargs: Any) -> Any:
         raise StoreUnavailable(str(exc)) from exc
 
 
-def pages(
-    operation: Callable[..., Any], request: dict[str, Any], limits: Iterable[int] = ()
-) -> Iterator[list[Any]]:
-    """The items of a paged read (Query, Scan), one page at a time, each read when needed;
-    `limits` gives the pages' `Limit`s in turn (the request's own once it runs out)."""
+def pages(operation: Callable[..., Any], request: dict[str, Any]) -> Iterator[list[Any]]:
+    """The items of a paged read (Query, Scan), one page at a time, each read when needed."""
     request = dict(request)
-    limit_of_page = iter(limits)
     while True:
-        limit = next(limit_of_page, None)
-        if limit is not None:
-            request["Limit"] = limit
         response = call(operation, **request)
         yield response.get("Items", [])
         last = response.get("LastEvaluatedKey")
