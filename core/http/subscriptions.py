@@ -35,6 +35,7 @@ from ..subscriptions import (
 )
 from ..subscriptions.config import stream_path
 from .bodies import read_within
+from .responses import bodyless
 
 logger = logging.getLogger("dsaws")
 JWKS_MEDIA_TYPE = "application/jwk-set+json"
@@ -78,12 +79,12 @@ def add_subscription_routes(
         return describe(subscription, statuses, public_root(request), service.keys.signing.kid)
 
     @app.api_route(f"{control}/jwks.json", methods=["GET", "HEAD"])
-    async def signing_keys() -> Response:
+    async def signing_keys(request: Request) -> Response:
         from ..subscriptions._signing import jwks
 
         body = json.dumps(jwks([service.keys.signing]))
         headers = {"Cache-Control": "public, max-age=300"}
-        return Response(body, media_type=JWKS_MEDIA_TYPE, headers=headers)
+        return _as_asked(request, Response(body, media_type=JWKS_MEDIA_TYPE, headers=headers))
 
     @app.put(f"{control}/subscriptions/{{sid}}")
     async def create(request: Request) -> Response:
@@ -104,7 +105,7 @@ def add_subscription_routes(
     async def read(request: Request) -> Response:
         async def work(sid: str) -> Response:
             found, statuses = await run_in_threadpool(service.describe, sid)
-            return _json(200, described(found, statuses, request))
+            return _as_asked(request, _json(200, described(found, statuses, request)))
 
         return await answer(request, SUBSCRIPTION_READ_NEEDS, work)
 
@@ -265,6 +266,11 @@ def _json(status: int, document: dict[str, Any], headers: dict[str, str] | None 
         media_type="application/json",
         headers={"Cache-Control": caching.NO_STORE, **(headers or {})},
     )
+
+
+def _as_asked(request: Request, response: Response) -> Response:
+    """The GET's answer, or for HEAD its status and headers alone."""
+    return bodyless(response) if request.method == "HEAD" else response
 
 
 def _no_content() -> Response:

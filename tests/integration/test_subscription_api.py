@@ -123,6 +123,8 @@ def test_unknown_and_malformed_control_requests(
     assert response.status_code == status, response.text
     if status == 405:
         assert response.json()["error"]["code"] == "METHOD_NOT_ALLOWED"
+    if method == "HEAD":
+        assert response.content == b"" and response.headers["content-type"]
 
 
 def test_explicit_streams_are_bounded_in_all(client: TestClient, backend: Backend) -> None:
