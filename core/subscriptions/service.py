@@ -573,10 +573,10 @@ class Subscriptions:
         logger.warning("subscription %s: the snapshot ack kept conflicting", subscription.id)
 
     def _failed(self, subscription: Subscription, wake: Wake) -> None:
-        """The POST of `wake` failed: deliver it again after a backoff. Another write to the
-        subscription meanwhile (a heartbeat, streams added) leaves the wake current, and the
-        retry is written over it; only a wake that was acked, released, replaced or removed
-        meanwhile needs none."""
+        """The POST of `wake` failed: deliver it again after a backoff. A write meanwhile that
+        left the delivery as it was (streams added, a creation finished) has the retry written
+        over it; after any other (a callback, a release, a new wake, another failure, the
+        removal) the retry is not this call's to schedule."""
         for _ in range(_ATTEMPTS):
             failures = subscription.failed_attempts + 1
             delay = retry_delay(failures)
@@ -601,9 +601,7 @@ class Subscriptions:
             self._schedule_expiry(written)
             return
         # The sweep delivers it again once the lease has run out.
-        logger.warning(
-            "subscription %s: recording a failed delivery kept conflicting", wake.wake_id
-        )
+        logger.warning("subscription %s: recording a failure kept conflicting", subscription.id)
 
     def expire(self, subscription_id: str, generation: int, lease_end: float | None) -> None:
         """The timer of the lease that ends at `lease_end` (None: whatever lease is current)."""
