@@ -114,6 +114,8 @@ class LazyClient:
         setup(self._client)
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # our own, before __init__ ran (a copy): never the client's
+            raise AttributeError(name)
         return getattr(self.resolve(), name)
 
 
