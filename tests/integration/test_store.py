@@ -113,8 +113,9 @@ def test_json_reads_return_whole_messages_within_the_budget(backend: Backend) ->
 def test_a_catch_up_read_queries_about_the_items_it_serves(
     backend: Backend, content_type: str
 ) -> None:
-    """Each read queries the chunks that end within its budget and then one more (the one
-    that straddles the budget's end), not a whole further page of chunks' bodies."""
+    """Each read queries the chunks that end within its budget and an inline chunk's worth
+    past it (taking in the one that straddles the budget's end), not a whole further page of
+    chunks' bodies."""
     store = backend.store
     store.create("s", spec(content_type))
     body = b'"' + b"x" * 998 + b'"' if content_type == JSON else b"y" * 1000  # inline
