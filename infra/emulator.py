@@ -122,6 +122,7 @@ class Emulator:
         from moto.server import DomainDispatcherApplication, create_backend_app
 
         from . import (
+            _fast_item_requests,
             _moto_fast_dispatch,
             _moto_fast_expressions,
             _moto_fast_query,
@@ -135,9 +136,11 @@ class Emulator:
             _moto_fast_query,
             _moto_fast_expressions,
             _moto_fast_dispatch,
+            _fast_item_requests,
         ):
             patch.install()
-        self._locked = _LockedApp(DomainDispatcherApplication(create_backend_app))
+        moto_app = DomainDispatcherApplication(create_backend_app)
+        self._locked = _LockedApp(_fast_item_requests.FastItemRequests(moto_app))
         app: Any = self._locked if middleware is None else middleware(self._locked)
         self.app = app
         self._host, self._port = host, port

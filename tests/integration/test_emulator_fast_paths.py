@@ -14,6 +14,7 @@ import pytest
 from core.runtime import use_emulator_credentials
 from core.storage.aws import AwsSettings, make_clients
 from infra import (
+    _fast_item_requests,
     _moto_fast_dispatch,
     _moto_fast_expressions,
     _moto_fast_query,
@@ -21,7 +22,13 @@ from infra import (
 )
 from infra.emulator import IN_PROCESS_ENDPOINT, Emulator
 
-FAST_PATHS = (_moto_fast_serialize, _moto_fast_query, _moto_fast_expressions, _moto_fast_dispatch)
+FAST_PATHS = (
+    _moto_fast_serialize,
+    _moto_fast_query,
+    _moto_fast_expressions,
+    _moto_fast_dispatch,
+    _fast_item_requests,
+)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,480 @@
+"""The item requests the emulator answers without moto's web stack (`infra._fast_item_requests`)
+answer, and store, exactly what moto does: each request below runs twice from the same items,
+once with every fast path and once with moto's own code alone, and both the answers and the
+items afterwards must be equal. Each case also says whether the fast layer must answer it or
+leave it to moto, so a case can not pass by never reaching the code it is meant to test."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from core.runtime import use_emulator_credentials
+from core.storage.aws import AwsSettings, make_clients
+from infra import (
+    _fast_item_requests,
+    _moto_fast_dispatch,
+    _moto_fast_expressions,
+    _moto_fast_query,
+    _moto_fast_serialize,
+)
+from infra.emulator import IN_PROCESS_ENDPOINT, Emulator
+
+FAST_PATHS = (
+    _moto_fast_serialize,
+    _moto_fast_query,
+    _moto_fast_expressions,
+    _moto_fast_dispatch,
+    _fast_item_requests,
+)
+
+STREAM = {"pk": {"S": "s#x"}, "sk": {"S": "m"}}
+CHUNK = {"pk": {"S": "c#abc"}, "sk": {"S": "c#0000000000000200"}}
+PRODUCER = {"pk": {"S": "s#x"}, "sk": {"S": "p#w"}}
+MISSING = {"pk": {"S": "s#none"}, "sk": {"S": "m"}}
+KEYS = (STREAM, CHUNK, PRODUCER, MISSING)
+
+BASELINE = [
+    {
+        **STREAM,
+        "tail": {"N": "100"},
+        "acc": {"N": "1795657975.2656941"},
+        "inc": {"S": "abc"},
+        "closed": {"BOOL": False},
+        "refs": {"N": "1"},
+        "cb": {"M": {"id": {"S": "w"}, "ep": {"N": "0"}}},
+        "inh": {"L": [{"M": {"inc": {"S": "old"}, "s": {"N": "0"}}}]},
+        "blob": {"B": b"\x00\xff"},
+    },
+    {**PRODUCER, "inc": {"S": "abc"}, "ep": {"N": "0"}, "sq": {"N": "3"}},
+]
+
+
+@pytest.fixture(scope="module")
+def dynamodb() -> Iterator[Any]:
+    use_emulator_credentials()
+    settings = AwsSettings(
+        region="us-east-1", dynamodb_endpoint=IN_PROCESS_ENDPOINT, s3_endpoint=IN_PROCESS_ENDPOINT
+    )
+    client, _ = make_clients(settings)
+    yield Emulator().connect(client)
+
+
+@pytest.fixture(scope="module")
+def table(dynamodb: Any) -> str:
+    name = f"items-{uuid.uuid4().hex[:10]}"
+    dynamodb.create_table(
+        TableName=name,
+        KeySchema=[
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return name
+
+
+@pytest.fixture
+def answered(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether the fast layer answered each request that reached it (False: moto did)."""
+    seen: list[bool] = []
+
+    def recording(handler: Callable[..., bytes | None]) -> Callable[..., bytes | None]:
+        def handle(*args: Any) -> bytes | None:
+            answer = handler(*args)
+            seen.append(answer is not None)
+            return answer
+
+        return handle
+
+    for name, handler in list(_fast_item_requests._HANDLERS.items()):
+        monkeypatch.setitem(_fast_item_requests._HANDLERS, name, recording(handler))
+    return seen
+
+
+def _use(fast: bool) -> None:
+    for patch in FAST_PATHS:
+        (patch.install if fast else patch.uninstall)()
+
+
+def _reset(dynamodb: Any, table: str) -> None:
+    _use(False)
+    try:
+        for key in KEYS:
+            dynamodb.delete_item(TableName=table, Key=key)
+        for item in BASELINE:
+            dynamodb.put_item(TableName=table, Item=item)
+    finally:
+        _use(True)
+
+
+def _items(dynamodb: Any, table: str) -> list[Any]:
+    """The items under every key the cases touch, as moto's own GetItem answers them."""
+    _use(False)
+    try:
+        return [dynamodb.get_item(TableName=table, Key=key).get("Item") for key in KEYS]
+    finally:
+        _use(True)
+
+
+def _run(dynamodb: Any, table: str, request: Callable[[Any, str], Any], fast: bool) -> Any:
+    _reset(dynamodb, table)
+    _use(fast)
+    try:
+        answer = request(dynamodb, table)
+        answer.pop("ResponseMetadata", None)
+    except Exception as error:
+        answer = (type(error).__name__, str(error))
+    finally:
+        _use(True)
+    return answer, _items(dynamodb, table)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    request: Callable[[Any, str], Any]
+    fast: bool  # whether the fast layer answers it (else it must leave it to moto)
+
+
+def _append(tail: int, old_tail: int, *extra: dict[str, Any]) -> Callable[[Any, str], Any]:
+    """The store's append commit: the stream item's update and the chunk's put."""
+
+    def request(client: Any, table: str) -> Any:
+        update = {
+            "TableName": table,
+            "Key": STREAM,
+            "UpdateExpression": "SET #tail = :tail, #acc = :acc",
+            "ConditionExpression": "#inc = :inc AND #tail = :old_tail AND #closed = :false"
+            " AND attribute_not_exists(#del) AND #acc <= :acc",
+            "ExpressionAttributeNames": {
+                "#tail": "tail",
+                "#acc": "acc",
+                "#inc": "inc",
+                "#closed": "closed",
+                "#del": "del",
+            },
+            "ExpressionAttributeValues": {
+                ":tail": {"N": str(tail)},
+                ":acc": {"N": "1795657976.5"},
+                ":inc": {"S": "abc"},
+                ":old_tail": {"N": str(old_tail)},
+                ":false": {"BOOL": False},
+            },
+        }
+        put = {
+            "TableName": table,
+            "Item": {**CHUNK, "st": {"N": "100"}, "d": {"B": b"x" * 100}},
+        }
+        return client.transact_write_items(
+            TransactItems=[{"Update": update}, {"Put": put}, *extra],
+            ClientRequestToken=uuid.uuid4().hex,
+        )
+
+    return request
+
+
+def _producer_put(condition: str, values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "Put": {
+            "Item": {**PRODUCER, "inc": {"S": "abc"}, "ep": {"N": "0"}, "sq": {"N": "4"}},
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#inc": "inc"}
+            | ({"#sq": "sq"} if "#sq" in condition else {}),
+            "ExpressionAttributeValues": values,
+        }
+    }
+
+
+def _in_table(entry: dict[str, Any], table: str) -> dict[str, Any]:
+    ((kind, request),) = entry.items()
+    return {kind: {**request, "TableName": table}}
+
+
+def _transaction(*entries: dict[str, Any]) -> Callable[[Any, str], Any]:
+    return lambda client, table: client.transact_write_items(
+        TransactItems=[_in_table(entry, table) for entry in entries]
+    )
+
+
+def _update_call(**request: Any) -> Callable[[Any, str], Any]:
+    return lambda client, table: client.update_item(TableName=table, **{"Key": STREAM, **request})
+
+
+def _put_call(item: dict[str, Any], **request: Any) -> Callable[[Any, str], Any]:
+    return lambda client, table: client.put_item(TableName=table, Item=item, **request)
+
+
+SET_TAIL = {"ExpressionAttributeNames": {"#t": "tail"}}
+CASES = [
+    Case("append commit", _append(200, 100), fast=True),
+    Case("append on a stale tail: cancelled", _append(200, 50), fast=False),
+    Case(
+        "a producer put refused: cancelled with moto's reasons",
+        _transaction(
+            _producer_put("attribute_not_exists(pk) OR #inc <> :inc", {":inc": {"S": "abc"}})
+        ),
+        fast=False,
+    ),
+    Case(
+        "condition check and put",
+        _transaction(
+            {
+                "ConditionCheck": {
+                    "Key": STREAM,
+                    "ConditionExpression": "attribute_exists(pk) AND size(#b) = :two",
+                    "ExpressionAttributeNames": {"#b": "blob"},
+                    "ExpressionAttributeValues": {":two": {"N": "2"}},
+                }
+            },
+            {"Put": {"Item": {**CHUNK, "st": {"N": "0"}, "k": {"S": "data/abc/1"}}}},
+        ),
+        fast=True,
+    ),
+    Case(
+        "a delete in the transaction goes to moto",
+        _transaction({"Delete": {"Key": PRODUCER}}, {"Put": {"Item": {**CHUNK}}}),
+        fast=False,
+    ),
+    Case(
+        "one item twice in a transaction: moto's error",
+        _transaction({"Put": {"Item": {**CHUNK}}}, {"Put": {"Item": {**CHUNK, "x": {"N": "1"}}}}),
+        fast=False,
+    ),
+    Case(
+        "an update of a missing item goes to moto (it creates it)",
+        _transaction(
+            {
+                "Update": {
+                    "Key": MISSING,
+                    "UpdateExpression": "SET #t = :t",
+                    **SET_TAIL,
+                    "ExpressionAttributeValues": {":t": {"N": "1"}},
+                }
+            }
+        ),
+        fast=False,
+    ),
+    Case(
+        "update with a condition",
+        _update_call(
+            UpdateExpression="SET #acc = :now",
+            ConditionExpression="#inc = :inc AND #acc < :now",
+            ExpressionAttributeNames={"#acc": "acc", "#inc": "inc"},
+            ExpressionAttributeValues={":now": {"N": "1795657999"}, ":inc": {"S": "abc"}},
+        ),
+        fast=True,
+    ),
+    Case(
+        "update refused by its condition: moto's error",
+        _update_call(
+            UpdateExpression="SET #acc = :now",
+            ConditionExpression="#acc > :now",
+            ExpressionAttributeNames={"#acc": "acc"},
+            ExpressionAttributeValues={":now": {"N": "1795657999"}},
+        ),
+        fast=False,
+    ),
+    Case(
+        "update of maps, lists, null and booleans, lower-case and spaced",
+        _update_call(
+            UpdateExpression="  set #cb=:cb ,  #l = :l,#n = :n, #c = :c ",
+            ExpressionAttributeNames={"#cb": "cb", "#l": "expl", "#n": "gone", "#c": "closed"},
+            ExpressionAttributeValues={
+                ":cb": {"M": {"id": {"S": "v"}, "ep": {"N": "2"}, "sq": {"N": "-0.5"}}},
+                ":l": {"L": [{"S": "a"}, {"S": ""}, {"M": {}}]},
+                ":n": {"NULL": True},
+                ":c": {"BOOL": True},
+            },
+            ReturnValues="NONE",
+        ),
+        fast=True,
+    ),
+    Case(
+        "update asking for values goes to moto",
+        _update_call(
+            UpdateExpression="SET #t = :t",
+            **SET_TAIL,
+            ExpressionAttributeValues={":t": {"N": "5"}},
+            ReturnValues="ALL_NEW",
+        ),
+        fast=False,
+    ),
+    Case(
+        "arithmetic goes to moto",
+        _update_call(
+            UpdateExpression="SET #r = #r + :one",
+            ExpressionAttributeNames={"#r": "refs"},
+            ExpressionAttributeValues={":one": {"N": "1"}},
+        ),
+        fast=False,
+    ),
+    Case(
+        "an unused value: moto's error",
+        _update_call(
+            UpdateExpression="SET #t = :t",
+            **SET_TAIL,
+            ExpressionAttributeValues={":t": {"N": "5"}, ":spare": {"N": "6"}},
+        ),
+        fast=False,
+    ),
+    Case(
+        "an undefined name: moto's error",
+        _update_call(
+            UpdateExpression="SET #t = :t, #u = :t",
+            **SET_TAIL,
+            ExpressionAttributeValues={":t": {"N": "5"}},
+        ),
+        fast=False,
+    ),
+    Case(
+        "a key attribute set: moto's error",
+        _update_call(
+            UpdateExpression="SET #k = :k",
+            ExpressionAttributeNames={"#k": "sk"},
+            ExpressionAttributeValues={":k": {"S": "other"}},
+        ),
+        fast=False,
+    ),
+    Case(
+        "one attribute set twice: moto's error",
+        _update_call(
+            UpdateExpression="SET #t = :t, #u = :t",
+            ExpressionAttributeNames={"#t": "tail", "#u": "tail"},
+            ExpressionAttributeValues={":t": {"N": "5"}},
+        ),
+        fast=False,
+    ),
+    Case(
+        "a condition moto cannot parse: moto's error",
+        _update_call(
+            UpdateExpression="SET #t = :t",
+            ConditionExpression="#t >>= :t",
+            **SET_TAIL,
+            ExpressionAttributeValues={":t": {"N": "5"}},
+        ),
+        fast=False,
+    ),
+    Case(
+        "an update growing the item past 400 KB: moto's error",
+        _update_call(
+            UpdateExpression="SET #a = :a, #b = :a",
+            ExpressionAttributeNames={"#a": "big1", "#b": "big2"},
+            ExpressionAttributeValues={":a": {"S": "y" * 210_000}},
+        ),
+        fast=False,
+    ),
+    Case(
+        "put of binary, numbers, maps and lists",
+        _put_call(
+            {
+                **CHUNK,
+                "st": {"N": "1.50"},
+                "d": {"B": b"\x00\x01binary"},
+                "m": {"M": {"a": {"L": [{"N": "0"}, {"BOOL": False}, {"NULL": True}]}}},
+                "e": {"S": ""},
+            }
+        ),
+        fast=True,
+    ),
+    Case(
+        "put of a nested binary value goes to moto",
+        _put_call({**CHUNK, "m": {"M": {"b": {"B": b"q"}}}}),
+        fast=False,
+    ),
+    Case("put of a set goes to moto", _put_call({**CHUNK, "s": {"SS": ["a"]}}), fast=False),
+    Case(
+        "put with a condition that holds",
+        _put_call({**CHUNK}, ConditionExpression="attribute_not_exists(pk)"),
+        fast=True,
+    ),
+    Case(
+        "put refused by its condition: moto's error",
+        _put_call({**STREAM}, ConditionExpression="attribute_not_exists(pk)"),
+        fast=False,
+    ),
+    Case(
+        "put of an empty key: moto's error",
+        _put_call({"pk": {"S": ""}, "sk": {"S": "x"}}),
+        fast=False,
+    ),
+    Case(
+        "get of an item",
+        lambda client, table: client.get_item(TableName=table, Key=STREAM, ConsistentRead=True),
+        fast=True,
+    ),
+    Case(
+        "get of no item",
+        lambda client, table: client.get_item(TableName=table, Key=MISSING),
+        fast=True,
+    ),
+    Case(
+        "get with a projection goes to moto",
+        lambda client, table: client.get_item(
+            TableName=table, Key=STREAM, ProjectionExpression="tail"
+        ),
+        fast=False,
+    ),
+    Case(
+        "get from no table: moto's error",
+        lambda client, table: client.get_item(TableName="no-such-table", Key=STREAM),
+        fast=False,
+    ),
+    Case(
+        "batch get of found and missing items",
+        lambda client, table: client.batch_get_item(
+            RequestItems={table: {"Keys": [STREAM, MISSING, PRODUCER], "ConsistentRead": True}}
+        ),
+        fast=True,
+    ),
+    Case(
+        "batch get of one key twice: moto's error",
+        lambda client, table: client.batch_get_item(
+            RequestItems={table: {"Keys": [STREAM, STREAM]}}
+        ),
+        fast=False,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_answers_and_items_are_moto_s(
+    dynamodb: Any, table: str, answered: list[bool], case: Case
+) -> None:
+    fast = _run(dynamodb, table, case.request, fast=True)
+    reached = list(answered)
+    assert fast == _run(dynamodb, table, case.request, fast=False)
+    assert reached, "the request never reached the fast layer"
+    assert reached[-1] is case.fast
+
+
+def test_the_producer_append_is_answered_fast(
+    dynamodb: Any, table: str, answered: list[bool]
+) -> None:
+    """The store's append with an idempotent producer: stream update, chunk and producer."""
+    producer = {
+        "Put": {
+            "TableName": table,
+            "Item": {**PRODUCER, "inc": {"S": "abc"}, "ep": {"N": "0"}, "sq": {"N": "4"}},
+            "ConditionExpression": "#inc = :inc AND #ep = :ep AND #sq = :sq",
+            "ExpressionAttributeNames": {"#inc": "inc", "#ep": "ep", "#sq": "sq"},
+            "ExpressionAttributeValues": {
+                ":inc": {"S": "abc"},
+                ":ep": {"N": "0"},
+                ":sq": {"N": "3"},
+            },
+        }
+    }
+    request = _append(200, 100, producer)
+    fast = _run(dynamodb, table, request, fast=True)
+    assert answered and answered[-1] is True
+    assert fast == _run(dynamodb, table, request, fast=False)
+    assert fast[1][2]["sq"] == {"N": "4"}
