@@ -39,6 +39,7 @@ from moto.dynamodb.models.table import Table
 from moto.dynamodb.models.utilities import dynamo_to_dict
 from moto.dynamodb.responses import DynamoHandler
 
+from . import _fast_conditions
 from ._moto_fast_serialize import CONTENT_TYPE, encode
 
 _TARGET_PREFIX = "DynamoDB_20120810."
@@ -268,8 +269,11 @@ def _holds(expressions: _Expressions, item: Item | None) -> bool | None:
     parser refused the expression)."""
     if expressions.condition is None:
         return True
+    condition, names, values = expressions.condition, expressions.names, expressions.values
     try:
-        check = get_filter_expression(expressions.condition, expressions.names, expressions.values)
+        check = _fast_conditions.build(condition, names, values)
+        if check is None:
+            check = get_filter_expression(condition, names, values)
         return bool(check.expr(item))
     except Exception:
         return None

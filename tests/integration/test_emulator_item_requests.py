@@ -478,3 +478,76 @@ def test_the_producer_append_is_answered_fast(
     assert answered and answered[-1] is True
     assert fast == _run(dynamodb, table, request, fast=False)
     assert fast[1][2]["sq"] == {"N": "4"}
+
+
+CONDITION_NAMES = {"#t": "tail", "#i": "inc", "#c": "closed", "#d": "del", "#m": "cb"}
+CONDITION_VALUES = {
+    ":n": {"N": "100"},
+    ":small": {"N": "99.5"},
+    ":s": {"S": "abc"},
+    ":false": {"BOOL": False},
+    ":null": {"NULL": True},
+    ":map": {"M": {"id": {"S": "w"}, "ep": {"N": "0"}}},
+}
+# (expression, whether the fast builder makes it rather than moto's parser)
+CONDITIONS = [
+    ("#t = :n", True),
+    ("#t <> :n", True),
+    ("#t > :small AND #t >= :n AND #t < :n", True),
+    ("#t <= :n OR #i = :s", True),
+    (":n = #t", True),
+    ("#i < :s", True),
+    ("#i >= :s", True),
+    ("#c = :false AND attribute_not_exists(#d) AND attribute_exists(pk)", True),
+    ("attribute_not_exists(pk) OR #i <> :s", True),
+    ("NOT #t = :n", True),
+    ("not (#t = :n or #i = :s) and attribute_exists(sk)", True),
+    ("((#t = :n))", False),  # moto refuses redundant parentheses
+    ("#t = :s", True),  # a number compared with a string
+    ("#t < :s", True),  # ordered across types: moto raises, and must raise both ways
+    ("#d = :null", True),
+    ("#m = :map", True),
+    ("#t = #t", True),
+    ("tail = :n", True),  # a plain name that is not reserved
+    ("size(#i) = :n", False),
+    ("#t BETWEEN :small AND :n", False),
+    ("#t IN (:n, :small)", False),
+    ("begins_with(#i, :s)", False),
+    ("#m.id = :s", False),
+    ("name = :s", False),  # a reserved word: moto's error
+    ("#t = :n AND", False),
+    (":n = :n", False),
+    ("attribute_exists(:n)", False),
+]
+
+
+@pytest.mark.parametrize(("expression", "built"), CONDITIONS, ids=[c for c, _ in CONDITIONS])
+@pytest.mark.parametrize("stored", [BASELINE[0], None], ids=["item", "no item"])
+def test_conditions_are_evaluated_as_moto_s(
+    expression: str, built: bool, stored: dict[str, Any] | None
+) -> None:
+    from moto.dynamodb.comparisons import get_filter_expression
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+    from infra import _fast_conditions
+
+    item = None
+    if stored is not None:
+        item = Item(DynamoType(stored["pk"]), DynamoType(stored["sk"]), dict(stored))
+
+    def outcome(make: Callable[[], Any]) -> Any:
+        try:
+            return make().expr(item)
+        except Exception as error:
+            return type(error).__name__
+
+    fast = _fast_conditions.build(expression, CONDITION_NAMES, CONDITION_VALUES)
+    assert (fast is not None) is built
+    if fast is not None:
+        moto_s = outcome(
+            lambda: get_filter_expression(expression, CONDITION_NAMES, CONDITION_VALUES)
+        )
+        assert outcome(lambda: fast) == moto_s
+        assert repr(fast) == repr(
+            get_filter_expression(expression, CONDITION_NAMES, CONDITION_VALUES)
+        )
