@@ -176,7 +176,7 @@ def _add_subscriptions(
     service = ConfiguredSubscriptions(settings, store)  # type: ignore[arg-type]
     app.state.subscriptions = service
     app.router.on_shutdown.append(service.stop)  # the in-process timer thread, if any
-    endpoints.on_change = service.changed
+    endpoints.on_change = service
 
     async def admit_control(request: Request, needs: tuple[Need, ...]) -> Response | None:
         access = await admit(request, needs)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Protocol
 from urllib.parse import quote, unquote, urlsplit
 
 from starlette.concurrency import run_in_threadpool
@@ -76,6 +76,18 @@ _WORST_EXPANSION = 8
 _FRAMING_ROOM = 256
 
 
+class ChangeListener(Protocol):
+    """Who is told of committed writes (the subscriptions)."""
+
+    def unconcerned(self, path: str) -> bool:
+        """True when nothing need be done for `path`, decided without I/O."""
+        ...
+
+    def changed(self, path: str) -> None:
+        """The full notice: may read the store and queue work (blocking)."""
+        ...
+
+
 @dataclass(frozen=True)
 class ReadRequest:
     start: ReadStart
@@ -123,7 +135,7 @@ class StreamEndpoints:
         self.wakeups = wakeups
         self.telemetry: Telemetry = telemetry or NoTelemetry()
         # Told of every committed write that moved a tail (the subscriptions' notices).
-        self.on_change: Callable[[str], None] | None = None
+        self.on_change: ChangeListener | None = None
         self.watcher = TailWatcher(store, wakeups, settings.poll_interval)
         self.reads = SharedReads(store)
         self.sse = SseSessions(
@@ -243,7 +255,9 @@ class StreamEndpoints:
         if self.on_change is None:
             return
         try:
-            await run_in_threadpool(self.on_change, path)
+            # Usually answered from memory, with no trip to a worker thread.
+            if not self.on_change.unconcerned(path):
+                await run_in_threadpool(self.on_change.changed, path)
         except Exception:
             logger.exception("subscription notice for %s failed", path)
 

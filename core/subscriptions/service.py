@@ -303,6 +303,14 @@ class Subscriptions:
         if any(_names(subscription, path) for subscription in self._live_registry()):
             self.scheduler.send(Task(TaskKind.NOTICE, path))
 
+    def unconcerned(self, path: str) -> bool:
+        """Whether no subscription can name `path`, known without any I/O: the list read
+        within REGISTRY_MAX_AGE names none. False when `changed` must run (it may read the
+        list, or queue a notice), which the caller then does off its event loop."""
+        if time.monotonic() - self._registry_read_at > REGISTRY_MAX_AGE:
+            return False
+        return not any(_names(subscription, path) for subscription in self._registry)
+
     def _live_registry(self) -> list[Subscription]:
         now = time.monotonic()
         if now - self._registry_read_at > REGISTRY_MAX_AGE:

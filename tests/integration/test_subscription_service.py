@@ -497,6 +497,22 @@ def test_the_sweep_wakes_pending_work_whose_notice_was_lost(
     assert [b["streams"][0]["path"] for b in hook.bodies] == ["jobs/x"]
 
 
+def test_an_append_is_judged_unconcerning_only_from_a_fresh_list_that_names_nothing(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """`unconcerned` lets the append path skip `changed` (and its worker thread): it must
+    never say so for a path a subscription could name, nor from a list not yet read."""
+    service, _ = instance(backend, clock, Hook())
+    assert not service.unconcerned("jobs/x")  # the list was never read
+    service.changed("other/y")  # reads it: no subscriptions
+    assert service.unconcerned("jobs/x")
+    service.create("p", pull(), ROOT)  # a new subscription makes the list stale
+    assert not service.unconcerned("jobs/x")
+    service.changed("other/y")
+    assert not service.unconcerned("jobs/x")  # named by the subscription
+    assert service.unconcerned("other/y")
+
+
 def test_an_unclaimed_pull_wake_is_announced_again_once_its_stream_exists(
     backend: Backend, clock: FakeClock
 ) -> None:
