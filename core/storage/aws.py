@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -14,6 +17,7 @@ from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     ConnectionError,
+    DataNotFoundError,
     ReadTimeoutError,
 )
 
@@ -43,13 +47,64 @@ class AwsSettings:
 _LOADER: botocore.loaders.Loader | None = None
 
 
+_SERVICE_NAME = re.compile(r"[a-z0-9][a-z0-9.-]*")
+
+
+class _ServiceNames:
+    """The services a loader knows, as `Loader.list_available_services` answers them, but
+    asked one name at a time: is this service's directory there, with a model of the kind?"""
+
+    def __init__(self, loader: _Loader, type_name: str) -> None:
+        self._loader = loader
+        self._type_name = type_name
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str) or _SERVICE_NAME.fullmatch(name) is None:
+            return False
+        try:
+            return bool(self._loader.list_api_versions(name, self._type_name))
+        except DataNotFoundError:
+            return False
+
+    def _all(self) -> list[str]:
+        return botocore.loaders.Loader.list_available_services(self._loader, self._type_name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+class _PlainJsonFiles(botocore.loaders.JSONFileLoader):
+    """botocore's model files parsed into plain dicts (which keep their order as well) rather
+    than OrderedDicts: the largest, the 1.2 MB endpoints.json read by every cold start, takes
+    7 ms instead of 18."""
+
+    def _load_file(self, full_path: str, open_method: Callable[..., Any]) -> Any:
+        if not os.path.isfile(full_path):
+            return None
+        with open_method(full_path, "rb") as file:
+            return json.loads(file.read().decode("utf-8"))
+
+
+class _Loader(botocore.loaders.Loader):
+    """botocore's loader, except for one check. Before it loads a service's model, botocore
+    makes sure the service exists by listing every service directory it has (over 400) and
+    looking inside each, once per kind of model: some 16 ms of each cold start, to answer a
+    question about one directory. Here that question is asked of that directory."""
+
+    def list_available_services(self, type_name: str) -> Any:
+        return _ServiceNames(self, type_name)
+
+
 def _shared_loader() -> botocore.loaders.Loader:
     """One loader per process, so the service models (JSON of several MB) are parsed once
     however many stores are built (a test run builds hundreds); credentials and everything
     else still come from a session of each store's own."""
     global _LOADER
     if _LOADER is None:
-        _LOADER = botocore.loaders.create_loader()
+        _LOADER = _Loader(file_loader=_PlainJsonFiles())
     return _LOADER
 
 

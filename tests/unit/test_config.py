@@ -142,3 +142,29 @@ def test_the_api_function_fails_its_initialisation_with_the_reason() -> None:
     assert "SettingsError: invalid settings: DS_SSE_MODE=stream cannot work inside Lambda" in (
         run.stderr
     )
+
+
+def test_the_api_function_collects_garbage_again_once_initialised() -> None:
+    """The init pauses the garbage collector (functions/api.py says why): it must be running
+    again afterwards, with what the init made frozen."""
+    env = {
+        **os.environ,
+        "AWS_LAMBDA_FUNCTION_NAME": "api",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "unused",
+        "AWS_SECRET_ACCESS_KEY": "unused",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",  # the warm-up answers in-process
+        "DS_TABLE": "t",
+        "DS_BUCKET": "b",
+    }
+    check = "import gc, functions.api; print(gc.isenabled(), gc.get_freeze_count() > 10_000)"
+    run = subprocess.run(
+        [sys.executable, "-c", check],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True", "True"]
