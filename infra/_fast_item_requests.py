@@ -4,9 +4,10 @@ embedded emulator.
 An append is one TransactWriteItems; moto spends about 2 ms on it here: Flask and moto's
 dispatch, its request parsing, then its update-expression parser, validator and executor for a
 plain `SET #a = :a, #b = :b`. This layer sits in front of moto's WSGI app, under the emulator's
-lock, and answers the narrow forms the store sends on its request path (TransactWriteItems of
-Put, Update and ConditionCheck; UpdateItem; PutItem; GetItem; BatchGetItem) straight from
-moto's tables, with moto's own condition evaluation and item types.
+lock, and answers the narrow forms the store sends on its request path and the sealer's
+(TransactWriteItems of Put, Update and ConditionCheck; UpdateItem; PutItem; DeleteItem;
+GetItem; BatchGetItem) straight from moto's tables, with moto's own condition evaluation and
+item types.
 
 It only ever answers success. Each request is checked whole first, changing nothing: its shape,
 its keys, its values, its expressions (every placeholder defined and used, updates only
@@ -476,6 +477,24 @@ def put_item(backend: DynamoDBBackend, params: dict[str, Any]) -> bytes | None:
     return b"{}"
 
 
+_DELETE_FIELDS = _WRITE_FIELDS | {"Key"}
+
+
+def delete_item(backend: DynamoDBBackend, params: dict[str, Any]) -> bytes | None:
+    request = {name: value for name, value in params.items() if name != "ReturnValues"}
+    if params.get("ReturnValues", "NONE") != "NONE" or not _allowed(request, _DELETE_FIELDS):
+        return None
+    table = _table(backend, request.get("TableName"))
+    key = _exact_key(table, request.get("Key")) if table is not None else None
+    expressions = _expressions(request)
+    if table is None or key is None or expressions is None:
+        return None
+    if not _holds(expressions, _current(table, key)):
+        return None
+    table.delete_item(key.hash, key.range)
+    return _json({"ConsumedCapacityUnits": 0.5})
+
+
 def _read_fields_ok(request: dict[str, Any], fields: frozenset[str]) -> bool:
     return _allowed(request, fields) and isinstance(request.get("ConsistentRead", False), bool)
 
@@ -537,6 +556,7 @@ _HANDLERS: dict[str, Handler] = {
     "TransactWriteItems": transact_write_items,
     "UpdateItem": update_item,
     "PutItem": put_item,
+    "DeleteItem": delete_item,
     "GetItem": get_item,
     "BatchGetItem": batch_get_item,
 }

@@ -407,6 +407,40 @@ CASES = [
         fast=False,
     ),
     Case(
+        "the sealer's conditional delete of a chunk",
+        lambda client, table: client.delete_item(
+            TableName=table,
+            Key=PRODUCER,
+            ConditionExpression="attribute_exists(pk) AND #st = :st AND attribute_not_exists(#pg)",
+            ExpressionAttributeNames={"#st": "sq", "#pg": "pg"},
+            ExpressionAttributeValues={":st": {"N": "3"}},
+        ),
+        fast=True,
+    ),
+    Case(
+        "a delete refused by its condition: moto's error",
+        lambda client, table: client.delete_item(
+            TableName=table,
+            Key=PRODUCER,
+            ConditionExpression="#st = :st",
+            ExpressionAttributeNames={"#st": "sq"},
+            ExpressionAttributeValues={":st": {"N": "4"}},
+        ),
+        fast=False,
+    ),
+    Case(
+        "a delete of no item",
+        lambda client, table: client.delete_item(TableName=table, Key=MISSING),
+        fast=True,
+    ),
+    Case(
+        "a delete asking for the old item goes to moto",
+        lambda client, table: client.delete_item(
+            TableName=table, Key=STREAM, ReturnValues="ALL_OLD"
+        ),
+        fast=False,
+    ),
+    Case(
         "get of an item",
         lambda client, table: client.get_item(TableName=table, Key=STREAM, ConsistentRead=True),
         fast=True,
