@@ -76,8 +76,12 @@ def _serve(args: argparse.Namespace) -> int:
     if settings.seal_interval > 0:
         from .storage import Sealer
         from .storage.background import BackgroundSealer
+        from .storage.sealer import DELETE_THREADS
 
-        sealer = Sealer(backend.store, seal_policy(settings))
+        # The embedded emulator answers one request at a time: parallel deletes would only
+        # queue at its lock, ahead of the readers.
+        deletes = 1 if emulator is not None else DELETE_THREADS
+        sealer = Sealer(backend.store, seal_policy(settings), delete_threads=deletes)
         sealing = BackgroundSealer(sealer, settings.seal_interval).start()
 
     base_url = f"http://{args.host}:{args.port}{settings.base_path}/"

@@ -42,7 +42,8 @@ from .aws import Conflict, call, each_item
 from .dynamo import DynamoStore
 from .model import StoreUnavailable, StreamInfo
 
-_DELETE_THREADS = 8
+# Deletes in flight at once: each waits a network round trip on DynamoDB.
+DELETE_THREADS = 8
 # Plans made afresh after a lost race, before a stream is left for the next run.
 _ATTEMPTS = 3
 logger = logging.getLogger("dsaws.sealer")
@@ -68,8 +69,16 @@ class SealReport:
 
 
 class Sealer:
-    def __init__(self, store: DynamoStore, policy: SealPolicy | None = None) -> None:
+    def __init__(
+        self,
+        store: DynamoStore,
+        policy: SealPolicy | None = None,
+        delete_threads: int = DELETE_THREADS,
+    ) -> None:
+        """`delete_threads`: 1 where requests are served one at a time anyway (the embedded
+        emulator), whose lock parallel deletes would only crowd readers out of."""
         self.store = store
+        self.delete_threads = delete_threads
         self.policy = policy or SealPolicy()
         self.dynamodb = store.dynamodb
         self.s3 = store.s3
@@ -288,9 +297,9 @@ class Sealer:
             return int(self._delete_if(items.chunk_key(incarnation, stored.end), *_still(stored)))
 
         replaced = list(replaced)
-        if len(replaced) <= 1:
+        if len(replaced) <= 1 or self.delete_threads <= 1:
             return sum(map(delete, replaced))
-        with ThreadPoolExecutor(_DELETE_THREADS) as pool:
+        with ThreadPoolExecutor(self.delete_threads) as pool:
             return sum(pool.map(delete, replaced))
 
     def _delete_if(

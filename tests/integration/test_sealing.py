@@ -45,14 +45,15 @@ def instance(backend: Backend, **options: Any) -> DynamoStore:
     return store_on(backend, **{"inline_max_bytes": backend.settings.inline_max_bytes, **options})
 
 
+@pytest.mark.parametrize("delete_threads", [8, 1], ids=["parallel deletes", "one delete at a time"])
 @pytest.mark.parametrize("content_type", [JSON, BYTES])
 def test_a_sealed_stream_reads_the_same_from_every_offset_at_every_budget(
-    backend: Backend, content_type: str
+    backend: Backend, content_type: str, delete_threads: int
 ) -> None:
     store = instance(backend)
     expected = filled_stream(store, "s", content_type, appends=80)
     check_everywhere(store, "s", expected)
-    report = Sealer(store, SMALL).seal("s")
+    report = Sealer(store, SMALL, delete_threads=delete_threads).seal("s")
     assert report.segments_written >= 2 and report.races_lost == 0
     info = store.get("s")
     assert info is not None and info.tail == expected.tail
