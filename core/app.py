@@ -149,13 +149,15 @@ def create_app(
         max_age=86400,
     )
     # A cached response is served to every later request for its URL, with or without an
-    # Origin header, so the CORS headers of an any-origin deployment go on every response. A
-    # list of origins is answered per request, and the CDN keys on the Origin header.
+    # Origin header, so the CORS headers of an any-origin deployment go on every response a
+    # cache may keep. A list of origins is answered per request, and the CDN keys on the
+    # Origin header. A response nobody may store goes only to the request that asked, and
+    # CORSMiddleware gives that one the headers if it came with an Origin.
     cors_defaults = [
         ("Access-Control-Allow-Origin", "*"),
         ("Access-Control-Expose-Headers", ", ".join(exposed_headers)),
     ]
-    app.add_middleware(DefaultHeaders, extra=cors_defaults if any_origin else [])
+    app.add_middleware(DefaultHeaders, cacheable_extra=cors_defaults if any_origin else [])
     if access_log is not None:
         app.add_middleware(AccessLog, logger=access_log)
     return app

@@ -125,6 +125,7 @@ def _serve(args: argparse.Namespace) -> int:
             port=args.port,
             log_level=args.log_level,
             timeout_graceful_shutdown=1,
+            server_header=False,  # no need to tell every client which server software runs
         )
     finally:
         if sealing is not None:

@@ -11,19 +11,23 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..protocol.caching import NO_STORE
 
+NO_STORE_BYTES = NO_STORE.encode()
 DEFAULT_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"cross-origin-resource-policy", b"cross-origin"),
-    (b"cache-control", NO_STORE.encode()),
+    (b"cache-control", NO_STORE_BYTES),
 ]
 
 
 class DefaultHeaders:
-    def __init__(self, app: ASGIApp, extra: list[tuple[str, str]] | None = None) -> None:
+    """`cacheable_extra`: headers for responses a cache may keep and serve to later
+    requests (not marked `no-store`), which may come from anyone."""
+
+    def __init__(self, app: ASGIApp, cacheable_extra: list[tuple[str, str]] | None = None) -> None:
         self.app = app
-        self.defaults = [
-            *DEFAULT_HEADERS,
-            *((name.lower().encode(), value.encode()) for name, value in extra or []),
+        self.defaults = DEFAULT_HEADERS
+        self.cacheable_extra = [
+            (name.lower().encode(), value.encode()) for name, value in cacheable_extra or []
         ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -33,9 +37,13 @@ class DefaultHeaders:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                present = {name.lower() for name, _ in message.get("headers", [])}
-                extra = [(k, v) for k, v in self.defaults if k not in present]
-                message["headers"] = [*message.get("headers", []), *extra]
+                headers = message.get("headers", [])
+                present = {name.lower(): value for name, value in headers}
+                defaults = self.defaults
+                if present.get(b"cache-control", NO_STORE_BYTES) != NO_STORE_BYTES:
+                    defaults = [*defaults, *self.cacheable_extra]
+                extra = [(k, v) for k, v in defaults if k not in present]
+                message["headers"] = [*headers, *extra]
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

@@ -112,6 +112,21 @@ def test_cached_copies_carry_cors_headers_whoever_first_asked(client: TestClient
     assert "Stream-Next-Offset" in without_origin.headers["access-control-expose-headers"]
 
 
+def test_answers_nobody_may_store_carry_cors_headers_only_for_a_cross_origin_request(
+    client: TestClient,
+) -> None:
+    url = "/v1/stream/cors-append"
+    client.put(url, headers=TEXT)
+    plain = client.post(url, headers=TEXT, content=b"a")
+    assert plain.headers["cache-control"] == "no-store"
+    assert "access-control-allow-origin" not in plain.headers
+    assert "access-control-expose-headers" not in plain.headers
+    browser = client.post(url, headers={**TEXT, "Origin": "https://a.example"}, content=b"b")
+    assert browser.headers["access-control-allow-origin"] == "*"
+    assert "Stream-Next-Offset" in browser.headers["access-control-expose-headers"]
+    assert plain.headers["x-content-type-options"] == "nosniff"  # the others stay
+
+
 def test_duplicate_cursors_are_refused(client: TestClient) -> None:
     url = "/v1/stream/dup"
     client.put(url, headers=TEXT, content=b"x")
