@@ -10,42 +10,18 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-
-from core.runtime import use_emulator_credentials
-from core.storage.aws import AwsSettings, make_clients
-from infra import (
-    _fast_item_requests,
-    _moto_fast_dispatch,
-    _moto_fast_expressions,
-    _moto_fast_query,
-    _moto_fast_serialize,
-)
-from infra.emulator import IN_PROCESS_ENDPOINT, Emulator
-
-FAST_PATHS = (
-    _moto_fast_serialize,
-    _moto_fast_query,
-    _moto_fast_expressions,
-    _moto_fast_dispatch,
-    _fast_item_requests,
-)
+from emulator_support import in_process_dynamodb, use_fast_paths
 
 
 @pytest.fixture(scope="module")
 def dynamodb() -> Iterator[Any]:
-    use_emulator_credentials()
-    settings = AwsSettings(
-        region="us-east-1", dynamodb_endpoint=IN_PROCESS_ENDPOINT, s3_endpoint=IN_PROCESS_ENDPOINT
-    )
-    client, _ = make_clients(settings)
-    yield Emulator().connect(client)
+    yield in_process_dynamodb()
 
 
 def answer(call: Callable[[], Any], fast: bool) -> Any:
     """What `call` answers with the fast paths or with moto's own code; an error's class and
     message count as the answer."""
-    for patch in FAST_PATHS:
-        (patch.install if fast else patch.uninstall)()
+    use_fast_paths(fast)
     try:
         answered = call()
         answered.pop("ResponseMetadata", None)
@@ -53,8 +29,7 @@ def answer(call: Callable[[], Any], fast: bool) -> Any:
     except Exception as error:
         return type(error).__name__, str(error)
     finally:
-        for patch in FAST_PATHS:
-            patch.install()
+        use_fast_paths(True)
 
 
 def both_ways(call: Callable[[], Any]) -> tuple[Any, Any]:

@@ -12,25 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from emulator_support import in_process_dynamodb, use_fast_paths
 
-from core.runtime import use_emulator_credentials
-from core.storage.aws import AwsSettings, make_clients
-from infra import (
-    _fast_item_requests,
-    _moto_fast_dispatch,
-    _moto_fast_expressions,
-    _moto_fast_query,
-    _moto_fast_serialize,
-)
-from infra.emulator import IN_PROCESS_ENDPOINT, Emulator
-
-FAST_PATHS = (
-    _moto_fast_serialize,
-    _moto_fast_query,
-    _moto_fast_expressions,
-    _moto_fast_dispatch,
-    _fast_item_requests,
-)
+from core.storage.bootstrap import ensure_table
+from infra import _fast_item_requests
 
 STREAM = {"pk": {"S": "s#x"}, "sk": {"S": "m"}}
 CHUNK = {"pk": {"S": "c#abc"}, "sk": {"S": "c#0000000000000200"}}
@@ -56,29 +41,13 @@ BASELINE = [
 
 @pytest.fixture(scope="module")
 def dynamodb() -> Iterator[Any]:
-    use_emulator_credentials()
-    settings = AwsSettings(
-        region="us-east-1", dynamodb_endpoint=IN_PROCESS_ENDPOINT, s3_endpoint=IN_PROCESS_ENDPOINT
-    )
-    client, _ = make_clients(settings)
-    yield Emulator().connect(client)
+    yield in_process_dynamodb()
 
 
 @pytest.fixture(scope="module")
 def table(dynamodb: Any) -> str:
     name = f"items-{uuid.uuid4().hex[:10]}"
-    dynamodb.create_table(
-        TableName=name,
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    ensure_table(dynamodb, name)
     return name
 
 
@@ -100,41 +69,36 @@ def answered(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return seen
 
 
-def _use(fast: bool) -> None:
-    for patch in FAST_PATHS:
-        (patch.install if fast else patch.uninstall)()
-
-
 def _reset(dynamodb: Any, table: str) -> None:
-    _use(False)
+    use_fast_paths(False)
     try:
         for key in KEYS:
             dynamodb.delete_item(TableName=table, Key=key)
         for item in BASELINE:
             dynamodb.put_item(TableName=table, Item=item)
     finally:
-        _use(True)
+        use_fast_paths(True)
 
 
 def _items(dynamodb: Any, table: str) -> list[Any]:
     """The items under every key the cases touch, as moto's own GetItem answers them."""
-    _use(False)
+    use_fast_paths(False)
     try:
         return [dynamodb.get_item(TableName=table, Key=key).get("Item") for key in KEYS]
     finally:
-        _use(True)
+        use_fast_paths(True)
 
 
 def _run(dynamodb: Any, table: str, request: Callable[[Any, str], Any], fast: bool) -> Any:
     _reset(dynamodb, table)
-    _use(fast)
+    use_fast_paths(fast)
     try:
         answer = request(dynamodb, table)
         answer.pop("ResponseMetadata", None)
     except Exception as error:
         answer = (type(error).__name__, str(error))
     finally:
-        _use(True)
+        use_fast_paths(True)
     return answer, _items(dynamodb, table)
 
 
