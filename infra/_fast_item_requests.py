@@ -14,8 +14,8 @@ its keys, its values, its expressions (every placeholder defined and used, updat
 `SET #name = :value`) and every condition. Anything outside those forms, and every request a
 condition refuses, goes to moto untouched, so every error (a cancelled transaction with its
 reasons, a validation message) is moto's own, and what is answered here is what moto answers.
-`tests/integration/test_emulator_fast_paths.py` runs requests both ways and compares the
-answers and the stored items.
+`tests/integration/test_emulator_item_requests.py` runs requests both ways and compares the
+answers, raw and parsed, and the stored items.
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ _MAX_TRANSACTION_ITEMS = 100
 _MAX_BATCH_KEYS = 100
 _NUMBER = re.compile(r"-?(0|[1-9][0-9]{0,37})(\.[0-9]{1,38})?")
 _PLACEHOLDER = re.compile(r"[#:][A-Za-z0-9_]+")
-_SET_CLAUSE = re.compile(r"\s*(#[A-Za-z0-9_]+)\s*=\s*(:[A-Za-z0-9_]+)\s*")
-_SET_KEYWORD = re.compile(r"\s*SET\s+", re.IGNORECASE)
+# moto's tokenizer takes spaces and line feeds between tokens, nothing else (no tabs).
+_SET_CLAUSE = re.compile(r"[ \n]*(#[A-Za-z0-9_]+)[ \n]*=[ \n]*(:[A-Za-z0-9_]+)[ \n]*")
+_SET_KEYWORD = re.compile(r"[ \n]*SET[ \n]+", re.IGNORECASE)
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 Handler = Callable[[DynamoDBBackend, dict[str, Any]], bytes | None]
@@ -78,9 +79,10 @@ class FastItemRequests:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         handler = _HANDLERS.get(target.removeprefix(_TARGET_PREFIX)) if _enabled else None
-        if handler is None or not target.startswith(_TARGET_PREFIX):
-            return self.app(environ, start_response)
-        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        length = environ.get("CONTENT_LENGTH")
+        if handler is None or not target.startswith(_TARGET_PREFIX) or not length:
+            return self.app(environ, start_response)  # (a body of unknown length: moto's)
+        body = environ["wsgi.input"].read(int(length))
         environ["wsgi.input"] = io.BytesIO(body)  # moto reads it again if it answers
         answer = _answer(handler, environ, body)
         if answer is None:

@@ -63,6 +63,7 @@ class _LockedApp:
 
         body = _request_body(environ)
         environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))  # known now, even for a chunked request
         answered: list[Any] = []
 
         def capture(status: str, headers: Any, *exc_info: Any) -> Any:

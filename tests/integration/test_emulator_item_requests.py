@@ -6,6 +6,8 @@ leave it to moto, so a case can not pass by never reaching the code it is meant 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,6 +18,8 @@ from emulator_support import in_process_dynamodb, use_fast_paths
 
 from core.storage.bootstrap import ensure_table
 from infra import _fast_item_requests
+from infra._in_process import wsgi_environ
+from infra.emulator import Emulator
 
 STREAM = {"pk": {"S": "s#x"}, "sk": {"S": "m"}}
 CHUNK = {"pk": {"S": "c#abc"}, "sk": {"S": "c#0000000000000200"}}
@@ -300,6 +304,23 @@ CASES = [
         fast=False,
     ),
     Case(
+        "a tab between clauses (moto's tokenizer refuses it): moto's error",
+        lambda client, table: client.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": table,
+                        "Key": STREAM,
+                        "UpdateExpression": "SET #t = :t,\t#a = :a",
+                        "ExpressionAttributeNames": {"#t": "tail", "#a": "acc"},
+                        "ExpressionAttributeValues": {":t": {"N": "5"}, ":a": {"N": "6"}},
+                    }
+                }
+            ]
+        ),
+        fast=False,
+    ),
+    Case(
         "a key attribute set: moto's error",
         _update_call(
             UpdateExpression="SET #k = :k",
@@ -549,3 +570,64 @@ def test_conditions_are_evaluated_as_moto_s(
         assert repr(fast) == repr(
             get_filter_expression(expression, CONDITION_NAMES, CONDITION_VALUES)
         )
+
+
+def _raw_body(dynamodb: Any, table: str, request: Callable[[Any, str], Any]) -> bytes:
+    """The response body exactly as the emulator sent it."""
+    bodies: list[bytes] = []
+
+    def keep(http_response: Any, **_: Any) -> None:
+        bodies.append(http_response.content)
+
+    _reset(dynamodb, table)
+    dynamodb.meta.events.register("after-call", keep)
+    try:
+        with contextlib.suppress(Exception):
+            request(dynamodb, table)
+    finally:
+        dynamodb.meta.events.unregister("after-call", keep)
+    return bodies[-1]
+
+
+@pytest.mark.parametrize(
+    "case", [case for case in CASES if case.fast], ids=[c.name for c in CASES if c.fast]
+)
+def test_bodies_are_byte_for_byte_moto_s(dynamodb: Any, table: str, case: Case) -> None:
+    """With every other fast path on, the layer's body is the one moto would have sent."""
+    fast = _raw_body(dynamodb, table, case.request)
+    _fast_item_requests.uninstall()
+    try:
+        moto_s = _raw_body(dynamodb, table, case.request)
+    finally:
+        _fast_item_requests.install()
+    assert fast == moto_s
+
+
+def test_a_body_of_unknown_length_is_left_to_moto(
+    dynamodb: Any, table: str, answered: list[bool]
+) -> None:
+    """A chunked request to the listening emulator has no Content-Length: the layer must not
+    take its body to be empty."""
+    item = {"pk": {"S": "chunked"}, "sk": {"S": "one"}, "n": {"N": "1"}}
+    body = json.dumps({"TableName": table, "Item": item}).encode()
+    environ = wsgi_environ(
+        {
+            "REQUEST_METHOD": "POST",
+            "PATH_INFO": "/",
+            "HTTP_HOST": "127.0.0.1:9",
+            "HTTP_X_AMZ_TARGET": "DynamoDB_20120810.PutItem",
+            "CONTENT_TYPE": "application/x-amz-json-1.0",
+            "HTTP_AUTHORIZATION": "AWS4-HMAC-SHA256 Credential=emulator/20260101/us-east-1/"
+            "dynamodb/aws4_request, SignedHeaders=host, Signature=0",
+        },
+        body,
+    )
+    del environ["CONTENT_LENGTH"]
+    environ["wsgi.input_terminated"] = True
+    statuses: list[str] = []
+    layer = _fast_item_requests.FastItemRequests(Emulator().app.app.app)
+    b"".join(layer(environ, lambda status, headers, *_: statuses.append(status)))
+    assert statuses == ["200 OK"]
+    assert answered == []  # never parsed by the layer
+    key = {"pk": item["pk"], "sk": item["sk"]}
+    assert dynamodb.get_item(TableName=table, Key=key)["Item"] == item

@@ -44,6 +44,22 @@ def test_bodies_are_json_dumps_s(blobs: tuple[bytes, ...]) -> None:
     assert json.loads(encode(result))["Count"] == len(blobs)
 
 
+def test_large_values_are_spliced_in_not_encoded_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    dumps = _moto_fast_serialize.json.dumps
+
+    def counted(*args: Any, **kwargs: Any) -> str:
+        calls.append(1)
+        return dumps(*args, **kwargs)
+
+    result = page(b"a" * 5000, b"b" * 70_000)
+    monkeypatch.setattr(_moto_fast_serialize.json, "dumps", counted)
+    text = encode(result)
+    assert len(calls) == 1  # no fallback to the plain way
+    monkeypatch.undo()
+    assert text == plain(result)
+
+
 def test_a_stored_string_holding_the_marker_is_encoded_the_plain_way(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
