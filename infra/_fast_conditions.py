@@ -180,10 +180,12 @@ def build(expression: str, names: dict[str, str], values: dict[str, Any]) -> Any
     shape = _shape(expression)
     if shape is None:
         return None
-    built = _build(shape, names, values)
     types = tuple(sorted((placeholder, next(iter(value))) for placeholder, value in values.items()))
     key = (expression, tuple(sorted(names.items())), types)
     agreed = _agreed.get(key)
+    if agreed is False:
+        return None
+    built = _build(shape, names, values)
     if agreed is None:
         try:
             agreed = repr(get_filter_expression(expression, names, values)) == repr(built)

@@ -310,7 +310,7 @@ _WRITE_FIELDS = frozenset(
 )
 _PUT_FIELDS = _WRITE_FIELDS | {"Item"}
 _UPDATE_FIELDS = _WRITE_FIELDS | {"Key", "UpdateExpression"}
-_CHECK_FIELDS = _WRITE_FIELDS | {"Key"}
+_KEYED_FIELDS = _WRITE_FIELDS | {"Key"}
 
 
 def _current(table: Table, key: _Key) -> Item | None:
@@ -387,19 +387,17 @@ def _update(backend: DynamoDBBackend, request: Any) -> tuple[_Write, bool | None
     return _Write(table, key, updates=updates), _holds(expressions, current)
 
 
-def _condition_check(
-    backend: DynamoDBBackend, request: Any
-) -> tuple[_Key, Table, bool | None] | None:
-    if not isinstance(request, dict) or not _allowed(request, _CHECK_FIELDS):
+def _keyed(backend: DynamoDBBackend, request: Any) -> tuple[Table, _Key, bool | None] | None:
+    """A checked request on one item by its key alone (a ConditionCheck, a DeleteItem): its
+    table, its key, and whether its condition holds."""
+    if not isinstance(request, dict) or not _allowed(request, _KEYED_FIELDS):
         return None
     table = _table(backend, request.get("TableName"))
-    if table is None or "ConditionExpression" not in request:
-        return None
-    key = _exact_key(table, request.get("Key"))
+    key = _exact_key(table, request.get("Key")) if table is not None else None
     expressions = _expressions(request)
-    if key is None or expressions is None:
+    if table is None or key is None or expressions is None:
         return None
-    return key, table, _holds(expressions, _current(table, key))
+    return table, key, _holds(expressions, _current(table, key))
 
 
 # ---------------------------------------------------------------------- operations
@@ -428,10 +426,10 @@ def transact_write_items(backend: DynamoDBBackend, params: dict[str, Any]) -> by
             return None
         ((kind, request),) = entry.items()
         if kind == "ConditionCheck":
-            checked = _condition_check(backend, request)
-            if checked is None:
+            checked = _keyed(backend, request)
+            if checked is None or "ConditionExpression" not in request:
                 return None
-            key, table, holds = checked
+            table, key, holds = checked
         elif kind in ("Put", "Update"):
             planned = (_put if kind == "Put" else _update)(backend, request)
             if planned is None:
@@ -452,47 +450,48 @@ def transact_write_items(backend: DynamoDBBackend, params: dict[str, Any]) -> by
     return _TRANSACTION_ANSWER
 
 
+Planner = Callable[[DynamoDBBackend, Any], tuple[_Write, bool | None] | None]
+
+
 def _single_write(
-    planned: tuple[_Write, bool | None] | None, params: dict[str, Any]
-) -> _Write | None:
-    if planned is None or params.get("ReturnValues", "NONE") != "NONE":
+    plan: Planner,
+    backend: DynamoDBBackend,
+    params: dict[str, Any],
+    answer: Callable[[_Write], bytes],
+) -> bytes | None:
+    """A PutItem or UpdateItem: planned, applied if its condition holds, answered."""
+    if params.get("ReturnValues", "NONE") != "NONE":
         return None
-    write, holds = planned
-    return write if holds else None
+    planned = plan(backend, {name: v for name, v in params.items() if name != "ReturnValues"})
+    if planned is None or not planned[1]:
+        return None
+    write = planned[0]
+    write.apply()
+    return answer(write)
 
 
 def update_item(backend: DynamoDBBackend, params: dict[str, Any]) -> bytes | None:
-    request = {name: value for name, value in params.items() if name != "ReturnValues"}
-    write = _single_write(_update(backend, request), params)
-    if write is None:
-        return None
-    write.apply()
-    return _json({"ConsumedCapacity": {"TableName": write.table.name, "CapacityUnits": 0.5}})
+    return _single_write(
+        _update,
+        backend,
+        params,
+        lambda write: _json(
+            {"ConsumedCapacity": {"TableName": write.table.name, "CapacityUnits": 0.5}}
+        ),
+    )
 
 
 def put_item(backend: DynamoDBBackend, params: dict[str, Any]) -> bytes | None:
-    request = {name: value for name, value in params.items() if name != "ReturnValues"}
-    write = _single_write(_put(backend, request), params)
-    if write is None:
-        return None
-    write.apply()
-    return b"{}"
-
-
-_DELETE_FIELDS = _WRITE_FIELDS | {"Key"}
+    return _single_write(_put, backend, params, lambda _: b"{}")
 
 
 def delete_item(backend: DynamoDBBackend, params: dict[str, Any]) -> bytes | None:
-    request = {name: value for name, value in params.items() if name != "ReturnValues"}
-    if params.get("ReturnValues", "NONE") != "NONE" or not _allowed(request, _DELETE_FIELDS):
+    if params.get("ReturnValues", "NONE") != "NONE":
         return None
-    table = _table(backend, request.get("TableName"))
-    key = _exact_key(table, request.get("Key")) if table is not None else None
-    expressions = _expressions(request)
-    if table is None or key is None or expressions is None:
+    checked = _keyed(backend, {name: v for name, v in params.items() if name != "ReturnValues"})
+    if checked is None or not checked[2]:
         return None
-    if not _holds(expressions, _current(table, key)):
-        return None
+    table, key, _ = checked
     table.delete_item(key.hash, key.range)
     return _json({"ConsumedCapacityUnits": 0.5})
 
