@@ -46,12 +46,21 @@ def seal_policy(settings: Settings) -> SealPolicy:
 
 
 def build_backend(
-    settings: Settings, endpoint: str | None = None, telemetry: Telemetry | None = None
+    settings: Settings,
+    endpoint: str | None = None,
+    telemetry: Telemetry | None = None,
+    lean_emulator: bool = False,
 ) -> Backend:
     """Clients for real AWS (standard credentials, `AWS_ENDPOINT_URL*` honoured by boto3), or
-    for the emulator at `endpoint`."""
+    for the emulator at `endpoint`; `lean_emulator` for one in this process that serves
+    (`AwsSettings.lean_emulator_dynamodb`)."""
     if endpoint is not None:
-        aws = AwsSettings(region=EMULATOR_REGION, dynamodb_endpoint=endpoint, s3_endpoint=endpoint)
+        aws = AwsSettings(
+            region=EMULATOR_REGION,
+            dynamodb_endpoint=endpoint,
+            s3_endpoint=endpoint,
+            lean_emulator_dynamodb=lean_emulator,
+        )
     else:
         aws = AwsSettings(region=settings.region)
     dynamodb, s3 = make_clients(aws)
