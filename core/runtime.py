@@ -52,8 +52,10 @@ def build_backend(
     lean_emulator: bool = False,
 ) -> Backend:
     """Clients for real AWS (standard credentials, `AWS_ENDPOINT_URL*` honoured by boto3), or
-    for the emulator at `endpoint`; `lean_emulator` for one in this process that serves
+    for the emulator at `endpoint`, leaving out what only AWS needs with `lean_emulator`
     (`AwsSettings.lean_emulator_dynamodb`)."""
+    if lean_emulator and endpoint is None:
+        raise ValueError("lean_emulator is for the emulator's clients, not AWS's")
     if endpoint is not None:
         aws = AwsSettings(
             region=EMULATOR_REGION,

@@ -21,11 +21,6 @@ gc.disable()
 import os
 from typing import Any
 
-# pydantic looks through every installed distribution's entry points for plugins the first time
-# a model is built: some 5 ms of each cold start, for plugins the function has none of. A
-# deployment that adds one sets the variable (to "" for all of them).
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from mangum import Mangum

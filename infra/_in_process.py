@@ -1,14 +1,9 @@
 """Hand botocore's requests to the emulator's WSGI app directly, in this process.
 
-The clients still serialise, retry and parse exactly as they do against AWS: only the socket is
-gone. botocore's `before-send` event lets a handler answer a prepared request itself; this one
-turns the request into a WSGI environ, calls the app and wraps what it answered.
-
-moto routes a request to a service, an account and a region by the credential scope of its
-signature, and checks nothing else of it. A client made unsigned for this emulator
-(`signature_version=UNSIGNED`) sends none, so its requests are given the scope the client would
-have signed with, under an access key moto maps to its default account, as it does the
-emulator's credentials.
+The clients sign (unless made unsigned for the emulator: `AwsSettings.lean_emulator_dynamodb`),
+serialise, retry and parse exactly as they do against AWS: only the socket is gone. botocore's
+`before-send` event lets a handler answer a prepared request itself; this one turns the request
+into a WSGI environ, calls the app and wraps what it answered.
 """
 
 from __future__ import annotations
@@ -71,14 +66,7 @@ def status_code(status: str) -> int:
     return int(status.split(" ", 1)[0])
 
 
-# moto reads the access key, the region and the service of a scope; nothing checks the rest.
-_UNSIGNED_AUTHORIZATION = (
-    "AWS4-HMAC-SHA256 Credential=unsigned/20000101/{region}/{service}/aws4_request, "
-    "SignedHeaders=host, Signature=unsigned"
-)
-
-
-def _environ(request: AWSPreparedRequest, body: bytes, unsigned_as: str) -> dict[str, Any]:
+def _environ(request: AWSPreparedRequest, body: bytes) -> dict[str, Any]:
     url = urlsplit(request.url)
     variables = {
         "REQUEST_METHOD": request.method,
@@ -96,7 +84,6 @@ def _environ(request: AWSPreparedRequest, body: bytes, unsigned_as: str) -> dict
             variables[key] = text
         else:
             variables[f"HTTP_{key}"] = text
-    variables.setdefault("HTTP_AUTHORIZATION", unsigned_as)
     return wsgi_environ(variables, body, url.scheme)
 
 
@@ -108,17 +95,10 @@ class InProcessTransport:
 
     def attach(self, client: Any) -> Any:
         """Route every request of a boto3 `client` to the app; returns the client."""
-        unsigned_as = _UNSIGNED_AUTHORIZATION.format(
-            region=client.meta.region_name, service=client.meta.service_model.signing_name
-        )
-
-        def answer(request: AWSPreparedRequest, **_: Any) -> AWSResponse:
-            return self._answer(request, unsigned_as)
-
-        client.meta.events.register_first("before-send", answer)
+        client.meta.events.register_first("before-send", self)
         return client
 
-    def _answer(self, request: AWSPreparedRequest, unsigned_as: str) -> AWSResponse:
+    def __call__(self, request: AWSPreparedRequest, **_: Any) -> AWSResponse:
         body = _request_body(request)
         answer: dict[str, Any] = {}
 
@@ -126,5 +106,5 @@ class InProcessTransport:
             answer["status"] = status_code(status)
             answer["headers"] = HeadersDict(headers)
 
-        content = b"".join(self._app(_environ(request, body, unsigned_as), start_response))
+        content = b"".join(self._app(_environ(request, body), start_response))
         return AWSResponse(request.url, answer["status"], answer["headers"], _Body(content))

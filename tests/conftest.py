@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import remove_resources
 
 from core.config import Settings
 from core.runtime import Backend, build_backend, ensure_resources, use_emulator_credentials
@@ -34,14 +35,4 @@ def backend(emulator: Emulator) -> Iterator[Backend]:
     built = build_backend(settings, endpoint=emulator.endpoint)
     ensure_resources(built)
     yield built
-    _remove_resources(built)
-
-
-def _remove_resources(backend: Backend) -> None:
-    table, bucket = backend.settings.table, backend.settings.bucket
-    backend.dynamodb.delete_table(TableName=table)
-    for page in backend.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-        keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
-        if keys:
-            backend.s3.delete_objects(Bucket=bucket, Delete={"Objects": keys})
-    backend.s3.delete_bucket(Bucket=bucket)
+    remove_resources(built)

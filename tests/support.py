@@ -38,6 +38,17 @@ def store_on(backend: Backend, **options: Any) -> DynamoStore:
     )
 
 
+def remove_resources(backend: Backend) -> None:
+    """Delete the backend's table, and its bucket with everything in it."""
+    table, bucket = backend.settings.table, backend.settings.bucket
+    backend.dynamodb.delete_table(TableName=table)
+    for page in backend.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+        if keys:
+            backend.s3.delete_objects(Bucket=bucket, Delete={"Objects": keys})
+    backend.s3.delete_bucket(Bucket=bucket)
+
+
 def dsaws(env: dict[str, str], *args: str) -> dict[str, Any]:
     """Run a `dsaws` command that prints a JSON report (gc, seal), and return the report."""
     run = subprocess.run(

@@ -43,15 +43,32 @@ class AwsSettings:
     connect_timeout: float = 2.0
     read_timeout: float = 5.0
     max_attempts: int = 4
-    # For the embedded emulator answering in this process (`dsaws serve`): its DynamoDB
-    # requests go unsigned (moto reads no signature; the emulator gives them the credential
-    # scope moto routes by), unchecked by botocore before they leave (the emulator checks
-    # them, as DynamoDB does) and with a fixed User-Agent (botocore's own is rebuilt twice
-    # per request, character by character): about 0.3 ms of each append. Tests keep all three.
+    # For the embedded emulator (`dsaws serve`), never AWS: DynamoDB requests go unsigned
+    # (`_label_for_moto`), their parameters unchecked by botocore before they leave, and with
+    # a fixed User-Agent (botocore's own is rebuilt twice per request, character by
+    # character): about 0.3 ms of each append. The store's calls are checked where the tests
+    # run them, with signed and checked clients; here a mistyped parameter is refused by moto
+    # or, for a name the operation lacks, by botocore's serialiser (a KeyError).
     lean_emulator_dynamodb: bool = False
 
 
 _EMULATOR_USER_AGENT = "durable-streams-aws (embedded emulator)"
+# moto routes a request to a service, an account and a region by the credential scope of its
+# signature, and checks nothing else of it. The access key is one moto maps to its default
+# account, as it does the emulator's credentials.
+_MOTO_SCOPE = (
+    "AWS4-HMAC-SHA256 Credential=unsigned/20000101/{region}/{service}/aws4_request, "
+    "SignedHeaders=host, Signature=unsigned"
+)
+
+
+def _label_for_moto(request: Any, region_name: str, signing_name: str, **_: Any) -> None:
+    """A `before-sign` handler of an unsigned client: the request carries the scope it would
+    have been signed with (set anew on each attempt, as a signature is)."""
+    if "Authorization" in request.headers:
+        del request.headers["Authorization"]
+    request.headers["Authorization"] = _MOTO_SCOPE.format(region=region_name, service=signing_name)
+
 
 _LOADER: botocore.loaders.Loader | None = None
 
@@ -144,6 +161,8 @@ def make_clients(settings: AwsSettings) -> tuple[Any, Any]:
         endpoint_url=settings.dynamodb_endpoint,
         config=dynamodb_config,
     )
+    if settings.lean_emulator_dynamodb:
+        dynamodb.meta.events.register("before-sign.dynamodb", _label_for_moto)
     s3 = LazyClient(
         lambda: session.create_client(
             "s3", region_name=settings.region, endpoint_url=settings.s3_endpoint, config=config

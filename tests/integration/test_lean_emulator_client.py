@@ -1,7 +1,8 @@
 """`dsaws serve`'s DynamoDB client for the embedded emulator, unsigned and unchecked by
 botocore (`AwsSettings.lean_emulator_dynamodb`), beside the signed client every other test
-uses, both answered by one emulator in this process (as two instances of a server would be):
-what one writes the other reads, and the emulator's refusals reach both alike."""
+uses, both answered by one emulator (as two instances of a server would be): what one writes
+the other reads, in the same account and region, and the emulator's refusals reach both
+alike."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
+from support import remove_resources
 
 from core.config import Settings
 from core.protocol.append import AppendIntent, Verdict
 from core.runtime import Backend, build_backend, ensure_resources, use_emulator_credentials
 from core.storage import CreateSpec, Payload
+from core.storage.aws import AwsSettings, make_clients
 from core.storage.bootstrap import ensure_table
 from infra._in_process import InProcessTransport
 from infra.emulator import IN_PROCESS_ENDPOINT, Emulator
@@ -36,6 +39,7 @@ def lean_and_signed() -> Iterator[tuple[Backend, Backend]]:
         emulator.connect(backend.s3)
     ensure_resources(lean)
     yield lean, signed
+    remove_resources(signed)
     emulator.stop()
 
 
@@ -55,18 +59,14 @@ def test_only_the_lean_client_skips_signing_and_botocore_checks() -> None:
     use_emulator_credentials()
     emulator = Emulator()
     settings = Settings(table=f"lean-{uuid.uuid4().hex[:12]}")
-    authorizations: list[str] = []
-    agents: list[str] = []
+    seen: list[tuple[str, str]] = []  # (Authorization, User-Agent) of each request
 
     def recording(environ: dict[str, Any], start_response: Any) -> Any:
-        authorizations.append(environ["HTTP_AUTHORIZATION"])
-        agents.append(environ["HTTP_USER_AGENT"])
+        seen.append((environ["HTTP_AUTHORIZATION"], environ["HTTP_USER_AGENT"]))
         return emulator.app(environ, start_response)
 
-    lean, signed = (
-        build_backend(settings, endpoint=IN_PROCESS_ENDPOINT, lean_emulator=lean)
-        for lean in (True, False)
-    )
+    lean = build_backend(settings, endpoint=IN_PROCESS_ENDPOINT, lean_emulator=True)
+    signed = build_backend(settings, endpoint=IN_PROCESS_ENDPOINT)
     for backend in (lean, signed):
         InProcessTransport(recording).attach(backend.dynamodb)
     ensure_table(signed.dynamodb, settings.table)
@@ -76,13 +76,62 @@ def test_only_the_lean_client_skips_signing_and_botocore_checks() -> None:
     with pytest.raises(ParamValidationError):
         signed.dynamodb.get_item(TableName=settings.table, Key=key, ConsistentRead=1)
     signed.dynamodb.get_item(TableName=settings.table, Key=key)
-    *created, unsigned, signed_one = authorizations
-    assert all(" Signature=unsigned" not in each for each in [*created, signed_one])
-    # The scope the signed client uses, given to the unsigned request.
-    assert unsigned.split("/")[2:4] == signed_one.split("/")[2:4] == ["us-east-1", "dynamodb"]
+
+    (unsigned, lean_agent), (signature, signed_agent) = seen[-2:]
     assert unsigned.endswith(" Signature=unsigned")
-    assert agents[-2].startswith("durable-streams-aws (embedded emulator)")
-    assert agents[-1].startswith("Botocore/")
+    assert " Signature=unsigned" not in signature
+    # The scope the signed client signs with, given to the unsigned request.
+    assert unsigned.split("/")[2:4] == signature.split("/")[2:4] == ["us-east-1", "dynamodb"]
+    assert lean_agent.startswith("durable-streams-aws (embedded emulator)")
+    assert signed_agent.startswith("Botocore/")
+    signed.dynamodb.delete_table(TableName=settings.table)
+
+
+def test_the_lean_client_reaches_the_region_it_is_made_for() -> None:
+    """Not only moto's default region: each request names its client's."""
+    use_emulator_credentials()
+    emulator = Emulator()
+    table = f"lean-{uuid.uuid4().hex[:12]}"
+
+    def dynamodb(region: str, lean: bool) -> Any:
+        client, _ = make_clients(
+            AwsSettings(
+                region=region,
+                dynamodb_endpoint=IN_PROCESS_ENDPOINT,
+                s3_endpoint=IN_PROCESS_ENDPOINT,
+                lean_emulator_dynamodb=lean,
+            )
+        )
+        return emulator.connect(client)
+
+    lean, signed = dynamodb("eu-west-1", lean=True), dynamodb("eu-west-1", lean=False)
+    elsewhere = dynamodb("us-east-1", lean=False)
+    ensure_table(lean, table)
+    assert table in signed.list_tables()["TableNames"]
+    assert table not in elsewhere.list_tables()["TableNames"]
+    key = {"pk": {"S": "a"}, "sk": {"S": "b"}}
+    signed.put_item(TableName=table, Item={**key, "v": {"S": "from the signed client"}})
+    found = lean.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
+    assert found["v"] == {"S": "from the signed client"}
+    signed.delete_table(TableName=table)
+
+
+def test_the_lean_client_works_with_a_listening_emulator_too(emulator: Emulator) -> None:
+    """The scope travels with the request, not with the in-process hand-off."""
+    settings = Settings(
+        table=f"lean-{uuid.uuid4().hex[:12]}", bucket=f"lean-{uuid.uuid4().hex[:12]}"
+    )
+    lean = build_backend(settings, endpoint=emulator.endpoint, lean_emulator=True)
+    signed = build_backend(settings, endpoint=emulator.endpoint)
+    ensure_resources(lean)
+    lean.store.create("s", CreateSpec(TEXT, None, None, False, Payload(b"over the socket")))
+    assert _read_all(signed, "s") == b"over the socket"
+    remove_resources(signed)
+
+
+def test_lean_clients_are_for_an_emulator_only() -> None:
+    with pytest.raises(ValueError, match="emulator"):
+        build_backend(Settings(), lean_emulator=True)
 
 
 def test_streams_written_by_either_client_read_the_same_from_both(
