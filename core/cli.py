@@ -20,6 +20,7 @@ SAFE_ORPHAN_GRACE_SECONDS = 60.0
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from .http.middleware import RequestActivity
     from .runtime import build_backend, ensure_resources, seal_policy, use_emulator_credentials
 
     settings = _settings(
@@ -73,16 +74,18 @@ def _serve(args: argparse.Namespace) -> int:
             where = f"the embedded emulator, kept in {data_dir}"
 
     sealing = None
+    activity = RequestActivity()
     if settings.seal_interval > 0:
         from .storage import Sealer
-        from .storage.background import BackgroundSealer
+        from .storage.background import BackgroundSealer, QuietWait
         from .storage.sealer import DELETE_THREADS
 
         # The embedded emulator answers one request at a time: parallel deletes would only
-        # queue at its lock, ahead of the readers.
+        # queue at its lock, ahead of the readers, and a sweep waits for a quiet moment.
         deletes = 1 if emulator is not None else DELETE_THREADS
+        quiet = QuietWait(activity.idle_for) if emulator is not None else None
         sealer = Sealer(backend.store, seal_policy(settings), delete_threads=deletes)
-        sealing = BackgroundSealer(sealer, settings.seal_interval).start()
+        sealing = BackgroundSealer(sealer, settings.seal_interval, quiet).start()
 
     base_url = f"http://{args.host}:{args.port}{settings.base_path}/"
     print(f"dsaws: serving Durable Streams at {base_url}", flush=True)
@@ -120,7 +123,7 @@ def _serve(args: argparse.Namespace) -> int:
             # with the sweep, pending work with this.
             app.state.subscriptions.resume()
         uvicorn.run(
-            app,
+            activity.around(app),
             host=args.host,
             port=args.port,
             log_level=args.log_level,

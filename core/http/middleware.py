@@ -81,3 +81,28 @@ class AccessLog:
                     "latency_ms": round((time.perf_counter() - started) * 1000, 2),
                 },
             )
+
+
+class RequestActivity:
+    """When a request last began or ended, for work that should wait until the server is
+    quiet (`dsaws serve`'s sealer on the embedded emulator). A long-poll or an SSE stream that
+    waits counts only at its ends."""
+
+    def __init__(self) -> None:
+        self._last = time.monotonic()
+
+    def idle_for(self) -> float:
+        return time.monotonic() - self._last
+
+    def around(self, app: ASGIApp) -> ASGIApp:
+        async def recorded(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            self._last = time.monotonic()
+            try:
+                await app(scope, receive, send)
+            finally:
+                self._last = time.monotonic()
+
+        return recorded

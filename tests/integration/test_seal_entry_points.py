@@ -3,20 +3,24 @@ background sealer (which seals a stream soon after it is closed)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
 import uuid
+from typing import Any
 
 import httpx
 from sealing_support import JSON, check_everywhere, filled_stream, partition_items
 from support import ServerProcess, dsaws, invoke_function, store_on
 
 from core.config import Settings
+from core.http.middleware import RequestActivity
 from core.protocol.append import AppendIntent
 from core.runtime import Backend, build_backend, ensure_resources
-from core.storage import Payload
+from core.storage import Payload, Sealer, SealPolicy
 from core.storage import _items as items
+from core.storage.background import BackgroundSealer, QuietWait
 from infra.emulator import Emulator
 from infra.lambda_bridge import lambda_environment
 
@@ -102,6 +106,34 @@ def test_dsaws_serve_seals_a_stream_soon_after_it_is_closed(emulator: Emulator) 
         assert only_segments(backend, "chat"), "sealed within seconds of its close"
         body = client.get(url, params={"offset": "-1"}).json()
         assert body == [{"n": n} for n in range(20)]
+
+
+def test_the_background_sealer_waits_for_requests_to_stop(backend: Backend) -> None:
+    """As `dsaws serve` runs it on the embedded emulator: no sweep while requests keep
+    arriving (up to its longest wait), one soon after they stop."""
+    filled_stream(backend.store, "quiet", JSON, appends=30)
+    closing = backend.store.append("quiet", AppendIntent(JSON, False, True), Payload())
+    assert closing.decision is not None and closing.decision.commits
+    activity = RequestActivity()
+
+    async def answer(scope: Any, receive: Any, send: Any) -> None:
+        pass
+
+    request = activity.around(answer)
+    quiet = QuietWait(activity.idle_for, seconds=0.3, longest=60)
+    sealing = BackgroundSealer(Sealer(backend.store, SealPolicy()), 0.05, quiet).start()
+    try:
+        until = time.monotonic() + 1.5
+        while time.monotonic() < until:  # a request every 50 ms
+            asyncio.run(request({"type": "http"}, None, None))
+            time.sleep(0.05)
+        assert not only_segments(backend, "quiet"), "no sweep while requests keep arriving"
+        deadline = time.monotonic() + 10
+        while not only_segments(backend, "quiet") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert only_segments(backend, "quiet"), "sealed once the requests stopped"
+    finally:
+        sealing.stop()
 
 
 def _marks(backend: Backend) -> list[dict[str, object]]:

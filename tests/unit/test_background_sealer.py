@@ -1,0 +1,86 @@
+"""`dsaws serve`'s background sealer waiting for a quiet server, and the request clock it
+waits on (against the real sealer: `tests/integration/test_seal_entry_points.py`)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from core.http.middleware import RequestActivity
+from core.storage.background import BackgroundSealer, QuietWait
+
+
+class _Report:
+    segments_written = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {}
+
+
+class _CountingSealer:
+    def __init__(self) -> None:
+        self.runs: list[float] = []
+        self.ran = threading.Event()
+
+    def run(self) -> _Report:
+        self.runs.append(time.monotonic())
+        self.ran.set()
+        return _Report()
+
+
+def _start(quiet: QuietWait | None) -> tuple[BackgroundSealer, _CountingSealer, float]:
+    counting = _CountingSealer()
+    sealing = BackgroundSealer(counting, 0.01, quiet)  # type: ignore[arg-type]
+    return sealing.start(), counting, time.monotonic()
+
+
+def test_without_a_quiet_wait_a_sweep_runs_on_every_interval() -> None:
+    sealing, counting, _ = _start(None)
+    assert counting.ran.wait(5)
+    sealing.stop()
+
+
+def test_a_busy_server_puts_a_sweep_off_until_the_longest_wait() -> None:
+    sealing, counting, started = _start(QuietWait(lambda: 0.0, seconds=10, longest=0.3))
+    try:
+        assert counting.ran.wait(5)
+        assert counting.runs[0] - started >= 0.3
+    finally:
+        sealing.stop()
+
+
+def test_a_quiet_server_is_swept_without_waiting() -> None:
+    sealing, counting, started = _start(QuietWait(lambda: 60.0, seconds=1, longest=30))
+    try:
+        assert counting.ran.wait(5)
+        assert counting.runs[0] - started < 1  # not the quiet second, nor the longest wait
+    finally:
+        sealing.stop()
+
+
+def test_stopping_ends_a_wait_at_once_and_sweeps_nothing() -> None:
+    sealing, counting, _ = _start(QuietWait(lambda: 0.0, seconds=10, longest=30))
+    time.sleep(0.1)
+    stopped = time.monotonic()
+    sealing.stop()
+    assert time.monotonic() - stopped < 1
+    assert counting.runs == []
+
+
+def test_the_clock_counts_a_request_at_its_start_and_its_end_only() -> None:
+    activity = RequestActivity()
+    seen_during: list[float] = []
+
+    async def waits(scope: Any, receive: Any, send: Any) -> None:
+        await asyncio.sleep(0.3)  # as a long-poll does
+        seen_during.append(activity.idle_for())
+
+    time.sleep(0.2)
+    assert activity.idle_for() >= 0.2
+    asyncio.run(activity.around(waits)({"type": "http"}, None, None))
+    assert seen_during[0] >= 0.3  # waiting is not activity
+    assert activity.idle_for() < 0.1  # the end is
+    asyncio.run(activity.around(waits)({"type": "lifespan"}, None, None))
+    assert activity.idle_for() >= 0.3  # nor is anything but a request
