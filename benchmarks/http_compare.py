@@ -15,7 +15,9 @@ with an httpx client of its own for each concurrent reader or writer (one client
 connections spends more CPU per request than the reference server does). It asks for
 uncompressed bodies (`Accept-Encoding: identity`): the reference server would gzip every read
 above 1 KiB and ours never compresses (the CDN does), and on loopback compressing is pure cost.
-Each server is warmed up (every request kind below, a few times) before measuring.
+Each server is warmed up (every request kind below, a few times) before measuring, and the
+client's own heap is frozen meanwhile, so that its full collections do not pause the
+measurement of either server.
 
 Every message is fixed-size and numbered (`<tag><number>:` padded with `x`), so a reader can cut
 what it receives into messages. Every scenario reads back what it wrote and checks it byte for
