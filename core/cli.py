@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import secrets
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,8 +20,8 @@ SAFE_ORPHAN_GRACE_SECONDS = 60.0
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from .http.middleware import RequestActivity
-    from .runtime import build_backend, ensure_resources, seal_policy, use_emulator_credentials
+    from .runtime import build_backend, ensure_resources, use_emulator_credentials
+    from .serving import prepare
 
     settings = _settings(
         args, long_poll_timeout=args.long_poll_timeout, auth=True if args.auth else None
@@ -76,19 +74,6 @@ def _serve(args: argparse.Namespace) -> int:
             where = f"the embedded emulator, kept in {data_dir}"
 
     sealing = None
-    activity = RequestActivity()
-    if settings.seal_interval > 0:
-        from .storage import Sealer
-        from .storage.background import BackgroundSealer, QuietWait
-        from .storage.sealer import DELETE_THREADS
-
-        # The embedded emulator answers one request at a time: parallel deletes would only
-        # queue at its lock, ahead of the readers, and a sweep waits for a quiet moment.
-        deletes = 1 if emulator is not None else DELETE_THREADS
-        quiet = QuietWait(activity.idle_for) if emulator is not None else None
-        sealer = Sealer(backend.store, seal_policy(settings), delete_threads=deletes)
-        sealing = BackgroundSealer(sealer, settings.seal_interval, quiet).start()
-
     base_url = f"http://{args.host}:{args.port}{settings.base_path}/"
     print(f"dsaws: serving Durable Streams at {base_url}", flush=True)
     print(f"dsaws: storage is {where}", flush=True)
@@ -120,13 +105,14 @@ def _serve(args: argparse.Namespace) -> int:
                 flush=True,
             )
         app = backend.app()
-        _keep_collections_short()
         if settings.subscriptions:
             # Timers and notices of the last run died with it; leases and retries come back
             # with the sweep, pending work with this.
             app.state.subscriptions.resume()
+        serving = prepare(app, settings, backend.store, embedded=emulator is not None)
+        sealing = serving.sealing
         uvicorn.run(
-            activity.around(app),
+            serving.asgi,
             host=args.host,
             port=args.port,
             log_level=args.log_level,
@@ -141,37 +127,6 @@ def _serve(args: argparse.Namespace) -> int:
         if emulator is not None:
             emulator.stop()
     return 0
-
-
-class _FreezeAfterSlowCollections:
-    """A gc callback: what survived a full collection that took longer than `slow` seconds is
-    frozen, so later ones leave it out."""
-
-    def __init__(self, slow: float) -> None:
-        self.slow = slow
-        self._started = 0.0
-
-    def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if info["generation"] != 2:
-            return
-        if phase == "start":
-            self._started = time.perf_counter()
-        elif time.perf_counter() - self._started > self.slow:
-            gc.freeze()
-
-
-def _keep_collections_short() -> None:
-    """The server's modules, app and clients (and the embedded emulator's tables, replayed from
-    its journal) are some 165,000 objects that live as long as the process, and a full
-    collection scans them all: pauses of 45 to 160 ms every few seconds under the HTTP
-    benchmark, each finding a few hundred objects of garbage. They are frozen once the server
-    is built, and again whatever a slow full collection finds alive, as the emulator's tables
-    grow: later collections scan only what is newer. Frozen objects are still freed by
-    reference counting; only cyclic garbage among them stays, which long-lived objects rarely
-    make (moto's items and objects make none)."""
-    gc.collect()
-    gc.freeze()
-    gc.callbacks.append(_FreezeAfterSlowCollections(slow=0.02))
 
 
 def default_data_dir() -> Path:

@@ -84,9 +84,9 @@ class AccessLog:
 
 
 class RequestActivity:
-    """When a request last began or ended, for work that should wait until the server is
-    quiet (`dsaws serve`'s sealer on the embedded emulator). A long-poll or an SSE stream that
-    waits counts only at its ends."""
+    """When the server last worked on a request (one began or ended, or a response sent some
+    of its body), for work that should wait until the server is quiet (`dsaws serve`'s sealer
+    on the embedded emulator). A long-poll or an SSE stream that only waits is not work."""
 
     def __init__(self) -> None:
         self._last = time.monotonic()
@@ -99,9 +99,14 @@ class RequestActivity:
             if scope["type"] != "http":
                 await app(scope, receive, send)
                 return
+
+            async def sending(message: Message) -> None:
+                self._last = time.monotonic()
+                await send(message)
+
             self._last = time.monotonic()
             try:
-                await app(scope, receive, send)
+                await app(scope, receive, sending)
             finally:
                 self._last = time.monotonic()
 

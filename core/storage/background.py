@@ -45,8 +45,10 @@ class BackgroundSealer:
         self._thread.join(timeout=30)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval) and self._wait_until_quiet():
+        while not self._stop.wait(self.interval):
             try:
+                if not self._wait_until_quiet():
+                    return
                 report = self.sealer.run()
             except Exception:  # a failed sweep is retried by the next one
                 logger.exception("sealing failed")

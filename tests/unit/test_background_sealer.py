@@ -71,16 +71,38 @@ def test_stopping_ends_a_wait_at_once_and_sweeps_nothing() -> None:
 
 def test_the_clock_counts_a_request_at_its_start_and_its_end_only() -> None:
     activity = RequestActivity()
+    seen_at_start: list[float] = []
     seen_during: list[float] = []
 
     async def waits(scope: Any, receive: Any, send: Any) -> None:
+        seen_at_start.append(activity.idle_for())
         await asyncio.sleep(0.3)  # as a long-poll does
         seen_during.append(activity.idle_for())
 
     time.sleep(0.2)
     assert activity.idle_for() >= 0.2
     asyncio.run(activity.around(waits)({"type": "http"}, None, None))
+    assert seen_at_start[0] < 0.1  # the start is
     assert seen_during[0] >= 0.3  # waiting is not activity
     assert activity.idle_for() < 0.1  # the end is
     asyncio.run(activity.around(waits)({"type": "lifespan"}, None, None))
     assert activity.idle_for() >= 0.3  # nor is anything but a request
+
+
+def test_the_clock_counts_a_response_sending_its_body_as_work() -> None:
+    activity = RequestActivity()
+    idle_while_sending: list[float] = []
+
+    async def streams(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for _ in range(4):  # as an SSE catch-up does, in one long request
+            await asyncio.sleep(0.1)
+            await send({"type": "http.response.body", "body": b"data", "more_body": True})
+            idle_while_sending.append(activity.idle_for())
+        await send({"type": "http.response.body", "body": b""})
+
+    async def sent(message: Any) -> None:
+        pass
+
+    asyncio.run(activity.around(streams)({"type": "http"}, None, sent))
+    assert max(idle_while_sending) < 0.05

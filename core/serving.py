@@ -1,0 +1,80 @@
+"""What `dsaws serve` runs beside its app: the background sealer, and the garbage collector's
+policy that keeps it from pausing the server."""
+
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass
+
+from starlette.types import ASGIApp
+
+from .config import Settings
+from .http.middleware import RequestActivity
+from .runtime import seal_policy
+from .storage import DynamoStore, Sealer
+from .storage.background import BackgroundSealer, QuietWait
+from .storage.sealer import DELETE_THREADS
+
+
+@dataclass(frozen=True)
+class Serving:
+    asgi: ASGIApp  # what uvicorn runs
+    sealing: BackgroundSealer | None  # started; None when DS_SEAL_INTERVAL is 0
+
+
+def prepare(app: ASGIApp, settings: Settings, store: DynamoStore, embedded: bool) -> Serving:
+    """`embedded`: the store is the emulator in this process. It answers one request at a
+    time, so parallel deletes would only queue at its lock ahead of the readers, and a sweep
+    waits for a quiet server: it competes with the requests for that lock and for the
+    interpreter, and halved the rate of a catch-up read it met."""
+    keep_collections_short()
+    if settings.seal_interval <= 0:
+        return Serving(app, None)
+    deletes = 1 if embedded else DELETE_THREADS
+    sealer = Sealer(store, seal_policy(settings), delete_threads=deletes)
+    if not embedded:
+        return Serving(app, BackgroundSealer(sealer, settings.seal_interval).start())
+    activity = RequestActivity()
+    quiet = QuietWait(activity.idle_for)
+    return Serving(
+        activity.around(app), BackgroundSealer(sealer, settings.seal_interval, quiet).start()
+    )
+
+
+class FreezeAfterSlowCollections:
+    """A gc callback: what survived a full collection that took more than `slow` seconds of
+    its thread's CPU is frozen, so later collections leave it out; at most once per `every`
+    seconds, since a freeze also keeps whatever other threads made garbage meanwhile."""
+
+    def __init__(self, slow: float = 0.02, every: float = 5.0) -> None:
+        self.slow = slow
+        self.every = every
+        self._started = 0.0
+        self._frozen_at = -every
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._started = time.thread_time()
+            return
+        now = time.monotonic()
+        if time.thread_time() - self._started > self.slow and now - self._frozen_at >= self.every:
+            self._frozen_at = now
+            gc.freeze()
+
+
+def keep_collections_short() -> None:
+    """The server's modules, app and clients (and the embedded emulator's tables, replayed
+    from its journal) are some 165,000 objects that live as long as the process, and each full
+    collection scanned them all: pauses of 45 to 160 ms every few seconds under the HTTP
+    benchmark, each finding a few hundred objects of garbage. They are frozen once, before the
+    server starts, and again what a slow full collection finds alive as the emulator's tables
+    grow: later collections scan only what is newer. Frozen objects are still freed by
+    reference counting; only cyclic garbage among them stays, which long-lived objects rarely
+    make (moto's items and objects make none)."""
+    gc.collect()
+    gc.freeze()
+    if not any(isinstance(each, FreezeAfterSlowCollections) for each in gc.callbacks):
+        gc.callbacks.append(FreezeAfterSlowCollections())

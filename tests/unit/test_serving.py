@@ -1,0 +1,107 @@
+"""What `dsaws serve` runs beside its app (`core.serving`): the background sealer, wired to
+wait for a quiet server on the embedded emulator, and the collector's freezing policy."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from core.config import Settings
+from core.serving import FreezeAfterSlowCollections, Serving, prepare
+from core.storage.sealer import DELETE_THREADS
+
+
+async def _app(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 204, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _ignore(message: Any) -> None:
+    pass
+
+
+@pytest.fixture
+def prepared() -> Iterator[list[Serving]]:
+    made: list[Serving] = []
+    yield made
+    for serving in made:
+        if serving.sealing is not None:
+            serving.sealing.stop()
+
+
+def _prepare(made: list[Serving], embedded: bool, interval: float = 3600) -> Serving:
+    store = SimpleNamespace(dynamodb=None, s3=None, table="t", bucket="b")  # no sweep runs
+    serving = prepare(_app, Settings(seal_interval=interval), store, embedded)  # type: ignore[arg-type]
+    made.append(serving)
+    return serving
+
+
+def test_on_the_embedded_emulator_sweeps_wait_for_the_requests_of_the_served_app(
+    prepared: list[Serving],
+) -> None:
+    serving = _prepare(prepared, embedded=True)
+    assert serving.sealing is not None and serving.sealing.quiet is not None
+    assert serving.sealing.sealer.delete_threads == 1
+    time.sleep(0.2)
+    assert serving.sealing.quiet.idle_for() >= 0.2
+    asyncio.run(serving.asgi({"type": "http"}, None, _ignore))
+    assert serving.sealing.quiet.idle_for() < 0.1
+
+
+def test_against_aws_sweeps_do_not_wait_and_the_app_is_served_as_it_is(
+    prepared: list[Serving],
+) -> None:
+    serving = _prepare(prepared, embedded=False)
+    assert serving.asgi is _app
+    assert serving.sealing is not None and serving.sealing.quiet is None
+    assert serving.sealing.sealer.delete_threads == DELETE_THREADS
+
+
+def test_no_sealer_when_sealing_is_off(prepared: list[Serving]) -> None:
+    serving = _prepare(prepared, embedded=True, interval=0)
+    assert serving.sealing is None and serving.asgi is _app
+
+
+def test_what_the_server_built_is_frozen_and_one_policy_is_installed(
+    prepared: list[Serving],
+) -> None:
+    gc.unfreeze()  # whatever this test process froze before (the whole process: harmless)
+    _prepare(prepared, embedded=True)
+    _prepare(prepared, embedded=False)
+    assert gc.get_freeze_count() > 0
+    policies = [c for c in gc.callbacks if isinstance(c, FreezeAfterSlowCollections)]
+    assert len(policies) == 1
+
+
+def _collection(policy: FreezeAfterSlowCollections, generation: int, cpu_seconds: float) -> None:
+    policy("start", {"generation": generation})
+    started = time.thread_time()
+    while time.thread_time() - started < cpu_seconds:
+        pass
+    policy("stop", {"generation": generation})
+
+
+def test_only_a_slow_full_collection_freezes_and_at_most_once_a_period() -> None:
+    policy = FreezeAfterSlowCollections(slow=0.05, every=60)
+    gc.unfreeze()
+    try:
+        _collection(policy, generation=2, cpu_seconds=0)
+        _collection(policy, generation=1, cpu_seconds=0.1)  # young generations: never
+        policy("start", {"generation": 2})
+        time.sleep(0.1)  # a pause of the process, not the collection's work
+        policy("stop", {"generation": 2})
+        assert gc.get_freeze_count() == 0
+        _collection(policy, generation=2, cpu_seconds=0.1)
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        newer = [[n] for n in range(1000)]  # noqa: F841  (tracked objects made after it)
+        _collection(policy, generation=2, cpu_seconds=0.1)  # within the period: no freeze
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
