@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.types import ASGIApp
@@ -47,9 +48,12 @@ class FreezeAfterSlowCollections:
     its thread's CPU is frozen, so later collections leave it out; at most once per `every`
     seconds, since a freeze also keeps whatever other threads made garbage meanwhile."""
 
-    def __init__(self, slow: float = 0.02, every: float = 5.0) -> None:
+    def __init__(
+        self, slow: float = 0.02, every: float = 5.0, freeze: Callable[[], None] = gc.freeze
+    ) -> None:
         self.slow = slow
         self.every = every
+        self.freeze = freeze
         self._started = 0.0
         self._frozen_at = -every
 
@@ -62,7 +66,7 @@ class FreezeAfterSlowCollections:
         now = time.monotonic()
         if time.thread_time() - self._started > self.slow and now - self._frozen_at >= self.every:
             self._frozen_at = now
-            gc.freeze()
+            self.freeze()
 
 
 def keep_collections_short() -> None:
