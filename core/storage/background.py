@@ -16,8 +16,8 @@ logger = logging.getLogger("dsaws.sealer")
 
 @dataclass(frozen=True)
 class QuietWait:
-    """A sweep that waits for the server to be quiet: until no request has begun or ended for
-    `seconds` (`idle_for` says how long it has been), but never longer than `longest`."""
+    """A sweep that waits for the server to be quiet: until it has done no work on a request
+    for `seconds` (`idle_for` says how long it has been), but never longer than `longest`."""
 
     idle_for: Callable[[], float]
     seconds: float = 1.0
