@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from .auth import (
@@ -74,6 +75,14 @@ def create_app(
         return responses.error(
             exc.status_code, responses.error_code(exc.status_code), exc.detail, exc.headers
         )
+
+    @app.exception_handler(ClientDisconnect)
+    async def _client_left(request: Request, _: ClientDisconnect) -> Response:
+        # Normal on the internet (a tab closed, a timeout): one line, not a traceback.
+        logger.info(
+            "%s %s: the client left before its body arrived", request.method, request.url.path
+        )
+        return responses.client_gone()
 
     @app.exception_handler(StoreUnavailable)
     async def _unavailable(_: Request, exc: StoreUnavailable) -> Response:
@@ -180,10 +189,6 @@ def _add_subscriptions(
     app.router.on_shutdown.append(service.stop)  # the in-process timer thread, if any
     endpoints.on_change = service
 
-    async def admit_control(request: Request, needs: tuple[Need, ...]) -> Response | None:
-        access = await admit(request, needs)
-        return responses.refused(access) if isinstance(access, Refused) else None
-
     def public_root(request: Request) -> str:
         return endpoints.stream_url(request, "")
 
@@ -192,8 +197,8 @@ def _add_subscriptions(
         settings.base_path,
         service,
         public_root,
-        admit_control,
-        allow_local_http=settings.webhook_allow_localhost,
+        admit,
+        allow_local_http=settings.webhook_localhost_allowed,
     )
 
 

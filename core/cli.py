@@ -13,6 +13,8 @@ from .config import Settings, SettingsError, load_settings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4437
+# Every long-poll and SSE reader holds one; the local CDN in front collapses its readers.
+DEFAULT_MAX_CONNECTIONS = 1024
 # Longer than any commit can take (the write deadline plus the AWS clients' own retries).
 SAFE_ORPHAN_GRACE_SECONDS = 60.0
 
@@ -20,12 +22,20 @@ SAFE_ORPHAN_GRACE_SECONDS = 60.0
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from .front_door import FrontDoorLimits, bounded_protocol
     from .runtime import build_backend, ensure_resources, use_emulator_credentials
-    from .serving import prepare
+    from .serving import exit_on_termination, prepare
+
+    exit_on_termination()
 
     settings = _settings(
         args, long_poll_timeout=args.long_poll_timeout, auth=True if args.auth else None
     )
+    if settings.webhook_allow_localhost is None:
+        # Loopback webhooks let a subscriber make the server POST to any local port: only
+        # for a server nobody but this machine's users can reach and subscribe to.
+        local_only = args.host in _LOOPBACK and not settings.auth
+        settings = settings.model_copy(update={"webhook_allow_localhost": local_only})
     if not settings.auth and args.host not in _LOOPBACK:
         print(
             f"dsaws: WARNING: serving on {args.host} with no access control: anyone who can "
@@ -96,6 +106,7 @@ def _serve(args: argparse.Namespace) -> int:
                     args.port,
                     origin_host=origin_host,
                     origin_secret=_origin_secret(settings),
+                    max_append_bytes=settings.max_append_bytes,
                 ).start()
             except RuntimeError as exc:  # the port is taken, or nginx refused to start
                 print(f"dsaws: the local CDN could not start: {exc}", file=sys.stderr)
@@ -118,6 +129,8 @@ def _serve(args: argparse.Namespace) -> int:
             log_level=args.log_level,
             timeout_graceful_shutdown=1,
             server_header=False,  # no need to tell every client which server software runs
+            http=bounded_protocol(FrontDoorLimits()),
+            limit_concurrency=args.max_connections,
         )
     finally:
         if sealing is not None:
@@ -239,6 +252,12 @@ def _port(value: str, lowest: int = 1) -> int:
     return int(value)
 
 
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive whole number: {value!r}")
+    return int(value)
+
+
 def _server_port(value: str) -> int:
     """The server's port; 0 lets the system choose one."""
     return _port(value, lowest=0)
@@ -288,6 +307,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="check tokens and signed URLs as the deployed function does (keys from "
         "DS_AUTH_SECRET, DS_AUTH_SECRET_ID, DS_AUTH_SECRET_PARAMETER or DS_AUTH_JWKS_URL)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=_positive,
+        default=DEFAULT_MAX_CONNECTIONS,
+        help="connections (and requests in progress) served at once; above it new requests "
+        f"are answered 503 (default {DEFAULT_MAX_CONNECTIONS})",
     )
     serve.set_defaults(handler=_serve)
 

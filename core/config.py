@@ -127,6 +127,11 @@ class Settings(BaseModel):
     auth_keys_max_age: int = Field(
         300, ge=1, description="seconds the HMAC keys and the origin secret are cached"
     )
+    auth_max_lifetime: int = Field(
+        7 * 24 * 3600,  # core.auth.decision.DEFAULT_MAX_LIFETIME_SECONDS
+        ge=60,
+        description="seconds ahead a token's or signed URL's expiry may be, at most",
+    )
     public_read_prefixes: str = Field(
         "", description="comma-separated path prefixes anyone may read (`*`: every stream)"
     )
@@ -155,9 +160,10 @@ class Settings(BaseModel):
     subscription_sweep_seconds: float = Field(
         5.0, ge=0, description="seconds between in-process sweeps (no queue; 0: never)"
     )
-    webhook_allow_localhost: bool = Field(
-        default_factory=lambda: not running_in_lambda(),
-        description="accept http://localhost and http://127.0.0.x webhooks (development)",
+    webhook_allow_localhost: bool | None = Field(
+        None,
+        description="accept http://localhost and http://127.0.0.x webhooks (development); "
+        "unset: only outside Lambda with access control off (`dsaws serve`: and on loopback)",
     )
 
     @field_validator(
@@ -256,6 +262,15 @@ class Settings(BaseModel):
         if "*" in self.cors_origin_list and len(self.cors_origin_list) > 1:
             problems.append("DS_CORS_ORIGINS is either * or a list of origins, not both")
         return problems
+
+    @property
+    def webhook_localhost_allowed(self) -> bool:
+        """Whether subscribers may name a loopback webhook: explicitly, or by default only
+        where nobody but the machine's own users can subscribe (no access control, not in
+        Lambda; `dsaws serve` also requires that it listens on loopback)."""
+        if self.webhook_allow_localhost is not None:
+            return self.webhook_allow_localhost
+        return not running_in_lambda() and not self.auth
 
     @property
     def public_prefixes(self) -> tuple[str, ...]:

@@ -1,9 +1,10 @@
-"""What `dsaws serve` runs beside its app: the background sealer, and the garbage collector's
-policy that keeps it from pausing the server."""
+"""What `dsaws serve` runs beside its app: the background sealer, the garbage collector's
+policy that keeps it from pausing the server, and its exit on a termination signal."""
 
 from __future__ import annotations
 
 import gc
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +42,19 @@ def prepare(app: ASGIApp, settings: Settings, store: DynamoStore, embedded: bool
     return Serving(
         activity.around(app), BackgroundSealer(sealer, settings.seal_interval, quiet).start()
     )
+
+
+def exit_on_termination() -> None:
+    """SIGTERM and SIGHUP end the server as Ctrl-C does, through every `finally` (the local
+    CDN's directory, which holds the origin secret and signed URLs in its log, the emulator's
+    journal). uvicorn handles them while it serves, then raises the signal again with the
+    handler that was there before: by default that killed the process outright."""
+
+    def leave(signum: int, _: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for each in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(each, leave)
 
 
 class FreezeAfterSlowCollections:

@@ -27,7 +27,7 @@ KEY_SET_TEXT = json.dumps(
 KEYS: KeySet = parse_key_set(KEY_SET_TEXT)
 AUDIENCE = "durable-streams"
 ORIGIN_SECRET = "origin-secret-0123456789abcdef"
-ALL_ACTIONS = "read,append,create,delete,fork"
+ALL_ACTIONS = "read,append,create,delete,fork,consume"
 
 
 def grants(text: str) -> tuple[Grant, ...]:

@@ -1,4 +1,5 @@
-"""Access control: who may read, append, create, delete and fork which streams.
+"""Access control: who may read, append, create, delete and fork which streams, and who may
+read, claim and change subscriptions.
 
 The decision is pure (`decision`, `grants`, `signed_urls`); verifying tokens needs PyJWT
 (`tokens`, `guard`), imported on first use so a server without access control never loads it.
@@ -9,6 +10,7 @@ from typing import Any
 from .decision import (
     LISTING_NEEDS,
     OPEN,
+    SUBSCRIPTION_CLAIM_NEEDS,
     SUBSCRIPTION_READ_NEEDS,
     SUBSCRIPTION_WRITE_NEEDS,
     Allowed,
@@ -45,6 +47,7 @@ __all__ = [
     "OPEN",
     "ORIGIN_SECRET_HEADER",
     "SIGNED_URL_PARAMETERS",
+    "SUBSCRIPTION_CLAIM_NEEDS",
     "SUBSCRIPTION_READ_NEEDS",
     "SUBSCRIPTION_WRITE_NEEDS",
     "Action",

@@ -3,7 +3,8 @@ presents. No I/O here: the caller verifies a token or a signed URL first and pas
 
 - A request needs actions on paths (`needs_for`): reads `read`, appends and closes `append`,
   creates `create`, deletes `delete`; a fork needs `fork` on the new stream and `read` on its
-  source. A listing needs `read` on every stream.
+  source. A listing needs `read` on every stream; subscriptions, what `SUBSCRIPTION_*_NEEDS`
+  say.
 - Reads under a public prefix need nothing, whatever else the request carries.
 - Otherwise a bearer token must grant every need (401 without one or with a bad one, 403 when it
   grants too little), or, for reads only, a signed read URL must cover the path (403 when it
@@ -21,6 +22,13 @@ from enum import Enum
 from .grants import Action, Grant, within
 
 REALM = "durable-streams"
+# One reason for an unknown key id and a signature that does not verify, for tokens and signed
+# URLs alike: a refusal must not tell which key ids exist.
+BAD_SIGNATURE = "signature does not match"
+# A token or signed URL good for longer than this is refused (the settings may allow more): a
+# credential that never expires can be revoked only by removing its key. Seven days, the
+# longest an S3 presigned URL may live.
+DEFAULT_MAX_LIFETIME_SECONDS = 7 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -62,9 +70,12 @@ def needs_for(method: str, path: str, fork_source: str | None = None) -> tuple[N
 LISTING_NEEDS = (Need(Action.READ, "", listing=True),)
 
 # A subscription may name any stream, and what it delivers is their data: reading one's state
-# or claiming its wakes needs read on every stream; creating, changing or removing one needs
-# create on every stream as well (and a pull-wake's append on its wake stream).
+# needs read on every stream (its webhook URL is shown only to those who may change it);
+# claiming its wakes, which moves its cursors, needs consume on every stream as well; creating,
+# changing or removing one needs read and create on every stream (and a pull-wake's append on
+# its wake stream). Acks, heartbeats and releases carry the wake's own token instead.
 SUBSCRIPTION_READ_NEEDS = (Need(Action.READ, ""),)
+SUBSCRIPTION_CLAIM_NEEDS = (Need(Action.READ, ""), Need(Action.CONSUME, ""))
 SUBSCRIPTION_WRITE_NEEDS = (Need(Action.READ, ""), Need(Action.CREATE, ""))
 
 
@@ -98,7 +109,8 @@ class SignedRead:
             return False
         if self.is_prefix:
             return within(need.path, self.target)
-        return need.path == self.target and not need.listing
+        # A stream URL names one stream: never "every stream" (a need with an empty path).
+        return bool(self.target) and need.path == self.target and not need.listing
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """What a token allows: actions on stream path prefixes, read from one claim.
 
 A grant is written `<actions>:<prefix>`, for example `read,append:chat/` or `read:*`, and a
-token carries them space-separated in a string claim (the OAuth `scope` convention) or as a list
+token carries them separated by spaces in a string claim (the OAuth `scope` convention: ASCII
+spaces only, so a no-break space or another Unicode space never splits an entry) or as a list
 of strings. Prefixes are relative to the stream root and match whole path segments: `chat`
 covers `chat` and `chat/room-1`, not `chatroom`; `chat/` covers everything under `chat/`; `*`
 covers every stream (an empty prefix, `read:` or `read:/`, is no grant at all). Entries that
@@ -25,6 +26,10 @@ class Action(Enum):
     CREATE = "create"
     DELETE = "delete"
     FORK = "fork"  # create a stream as a fork (which also needs READ on its source)
+    # Claim a pull-wake subscription's wakes (and so acknowledge and release them with the
+    # wake's token): a write to the subscription, which neither a public prefix nor a signed
+    # read URL can grant.
+    CONSUME = "consume"
 
 
 _ACTIONS = {action.value: action for action in Action}
@@ -69,7 +74,7 @@ def parse_grant(entry: str) -> Grant | None:
 def parse_grants(claim: Any) -> tuple[Grant, ...]:
     """The grants in a claim's value: a space-separated string or a list of strings."""
     if isinstance(claim, str):
-        entries: Iterable[Any] = claim.split()
+        entries: Iterable[Any] = (entry for entry in claim.split(" ") if entry)
     elif isinstance(claim, list):
         entries = claim
     else:

@@ -25,7 +25,9 @@ class Guard:
             claim=settings.auth_claim,
             hmac_keys=self.hmac_keys,
             jwks_url=settings.auth_jwks_url,
+            max_lifetime=settings.auth_max_lifetime,
         )
+        self.max_lifetime = settings.auth_max_lifetime
         if self.hmac_keys is not None:
             self.hmac_keys.current()  # at start: bad keys fail the start, not a request
 
@@ -52,4 +54,6 @@ class Guard:
         if len(signed) != sum(name in SIGNED_URL_PARAMETERS for name, _ in query):
             # One value per parameter: a cache and the server must read the same URL.
             return BadSignature("a signed-URL parameter is repeated")
-        return signed_urls.verify(self.hmac_keys.current(), signed, path, time.time())
+        return signed_urls.verify(
+            self.hmac_keys.current(), signed, path, time.time(), self.max_lifetime
+        )

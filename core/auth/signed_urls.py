@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 from ..protocol.errors import ProtocolError
 from ..protocol.paths import parse_path_prefix
-from .decision import BadSignature, SignedRead
+from .decision import BAD_SIGNATURE, DEFAULT_MAX_LIFETIME_SECONDS, BadSignature, SignedRead
 from .grants import EVERY_STREAM
 from .keys import KeySet
 
@@ -49,9 +49,11 @@ def sign(keys: KeySet, target: str, expires: int, *, prefix: bool = False) -> di
     key_id, secret = keys.signing_key
     target = target.lstrip("/")
     params = {EXPIRES: str(expires)}
+    if not target:
+        # A URL for the empty path would name no stream but cover the stream root, where the
+        # control API lives.
+        raise ValueError(f"name a stream or a prefix ({EVERY_STREAM}: every stream)")
     if prefix:
-        if not target:
-            raise ValueError(f"name a prefix, or {EVERY_STREAM} for every stream")
         params[SCOPE] = target
         target = "" if target == EVERY_STREAM else target
     if key_id:
@@ -65,20 +67,29 @@ def presents_signature(query: Mapping[str, str]) -> bool:
 
 
 def verify(
-    keys: KeySet, query: Mapping[str, str], path: str, now: float
+    keys: KeySet,
+    query: Mapping[str, str],
+    path: str,
+    now: float,
+    max_lifetime: float = DEFAULT_MAX_LIFETIME_SECONDS,
 ) -> SignedRead | BadSignature:
-    """The signed read a URL for `path` with this query grants, or why it grants nothing."""
+    """The signed read a URL for `path` with this query grants, or why it grants nothing.
+    An expiry more than `max_lifetime` seconds ahead is refused, whoever signed it."""
     expires_text = query.get(EXPIRES, "")
     if not _UNIX_SECONDS.fullmatch(expires_text):
         return BadSignature("expires must be a Unix time in seconds")
     expires = int(expires_text)
     if expires <= now:
         return BadSignature("expired")
+    if expires > now + max_lifetime:
+        return BadSignature("expires too far ahead")
     secret = keys.find(query.get(KEY_ID) or None)
     if secret is None:
-        return BadSignature("unknown key id")
+        return BadSignature(BAD_SIGNATURE)  # as a wrong signature: key ids stay unknown
     is_prefix = SCOPE in query
     target = query[SCOPE].lstrip("/") if is_prefix else path
+    if not is_prefix and not target:
+        return BadSignature("a stream URL names a stream")
     if is_prefix:
         # Only `*` covers every stream: an empty scope is a mistake (an empty variable).
         if not target:
@@ -91,7 +102,7 @@ def verify(
     expected = _mac(secret, target, is_prefix, expires)
     presented = query.get(SIGNATURE, "").encode("utf-8", "replace")
     if not hmac.compare_digest(expected.encode(), presented):
-        return BadSignature("signature does not match")
+        return BadSignature(BAD_SIGNATURE)
     return SignedRead(target, is_prefix, expires)
 
 

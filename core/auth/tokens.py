@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import jwt
 
-from .decision import BadToken, Bearer
+from .decision import BAD_SIGNATURE, DEFAULT_MAX_LIFETIME_SECONDS, BadToken, Bearer
 from .grants import Grant, parse_grants, render_grants
 from .keys import KeyConfigError, KeySet, KeySource, KeysUnavailable
 
@@ -37,8 +37,10 @@ class TokenVerifier:
         hmac_keys: KeySource | None = None,
         jwks_url: str | None = None,
         jwks_algorithms: Sequence[str] = JWKS_ALGORITHMS,
+        max_lifetime: float = DEFAULT_MAX_LIFETIME_SECONDS,
     ) -> None:
         self.audience = audience
+        self.max_lifetime = max_lifetime
         self.issuer = issuer
         self.claim = claim
         self.hmac_keys = hmac_keys
@@ -68,7 +70,7 @@ class TokenVerifier:
         else:
             return BadToken("algorithm not accepted")
         if key is None:
-            return BadToken("unknown key id")
+            return BadToken(BAD_SIGNATURE)
         try:
             claims = jwt.decode(
                 token,
@@ -88,11 +90,13 @@ class TokenVerifier:
         except jwt.InvalidIssuerError:
             return BadToken("wrong issuer")
         except jwt.InvalidSignatureError:
-            return BadToken("signature does not match")
+            return BadToken(BAD_SIGNATURE)
         except jwt.MissingRequiredClaimError as exc:
             return BadToken(f"no {exc.claim} claim")
         except jwt.InvalidTokenError:
             return BadToken("malformed")
+        if claims["exp"] > time.time() + self.max_lifetime + LEEWAY_SECONDS:
+            return BadToken("expires too far ahead")
         subject = claims.get("sub")
         return Bearer(
             parse_grants(claims.get(self.claim)), subject if isinstance(subject, str) else None

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .nginx import NginxSite, render_nginx_conf
+from .nginx import DEFAULT_MAX_APPEND_BYTES, NginxSite, render_nginx_conf
 from .policy import DEFAULT_POLICY, CdnPolicy
 
 _WORKDIR_PREFIX = "dsaws-cdn-"
@@ -54,6 +54,9 @@ class LocalCdn:
         origin_host: str = "127.0.0.1",
         policy: CdnPolicy = DEFAULT_POLICY,
         origin_secret: str | None = None,
+        max_append_bytes: int = DEFAULT_MAX_APPEND_BYTES,
+        header_timeout: int = 10,
+        body_timeout: int = 30,
     ) -> None:
         self.listen_port = listen_port
         self.origin_port = origin_port
@@ -62,6 +65,7 @@ class LocalCdn:
         self.policy = policy
         # Added to every request to the origin, as the CloudFront origin's custom header.
         self.origin_secret = origin_secret
+        self.limits = (max_append_bytes, header_timeout, body_timeout)
         self.workdir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -88,6 +92,7 @@ class LocalCdn:
             self.workdir,
             _run_as(),
             self.origin_secret,
+            *self.limits,
         )
         conf = self.workdir / "nginx.conf"
         conf.write_text(render_nginx_conf(self.policy, site))

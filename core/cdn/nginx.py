@@ -30,6 +30,10 @@ from .policy import METHOD_KEY_HEADER, CdnPolicy
 # nginx always compresses text/html, and warns when it is listed.
 COMPRESSED_TYPES = ("text/plain", "text/css", "application/json", "application/xml")
 COMPRESS_MIN_BYTES = 1000
+# nginx takes bodies up to the origin's own limit (DS_MAX_APPEND_BYTES) plus this, so the
+# origin answers those just above it with its own 413 (a protocol error, as without the CDN).
+BODY_HEADROOM_BYTES = 64 * 1024
+DEFAULT_MAX_APPEND_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,11 @@ class NginxSite:
     workdir: Path
     run_as: tuple[str, str] | None = None  # (user, group) when started as root
     origin_secret: str | None = None  # the locked origin's header value
+    # Bodies are read (and spooled to disk) before the origin sees the request, credentials
+    # or not: none larger than the origin could take, none that trickles.
+    max_append_bytes: int = DEFAULT_MAX_APPEND_BYTES
+    header_timeout: int = 10  # seconds for a request's headers to arrive
+    body_timeout: int = 30  # seconds a request body may pause
 
 
 def render_nginx_conf(policy: CdnPolicy, site: NginxSite) -> str:
@@ -63,6 +72,10 @@ def render_nginx_conf(policy: CdnPolicy, site: NginxSite) -> str:
         else ""
     )
     repeated = "|".join(policy.key_query_parameters)
+    too_large = (
+        '{"error": "payload_too_large", "message": "the request body is larger than '
+        f'{site.max_append_bytes} bytes: split it into several appends"}}'
+    )
     user = f"user {site.run_as[0]} {site.run_as[1]};\n" if site.run_as else ""
     gzip = (
         f"""    gzip on;
@@ -122,7 +135,16 @@ http {{
 
     server {{
         listen {site.listen_host}:{site.listen_port};
-        client_max_body_size 0;  # the origin enforces its own limit, with a protocol error
+        client_max_body_size {site.max_append_bytes + BODY_HEADROOM_BYTES};
+        client_header_timeout {site.header_timeout}s;
+        client_body_timeout {site.body_timeout}s;
+        error_page 413 @payload_too_large;
+
+        location @payload_too_large {{
+            default_type application/json;
+            add_header Cache-Control no-store always;
+            return 413 '{too_large}';
+        }}
 
         location / {{
             proxy_pass http://origin;

@@ -1,6 +1,12 @@
 """Headers every response carries: browser security headers (protocol section 12.7), and a
 Cache-Control where the handler set none (a CDN applies its default TTL to a response without
-one; routing errors and CORS preflights are answered outside the stream handlers)."""
+one; routing errors and CORS preflights are answered outside the stream handlers).
+
+A stream's content is whatever its writer sent, under the content type the writer chose, and is
+served from the API's (and the CDN's) origin: a `text/html` or `image/svg+xml` stream would run
+its script there if a browser navigated to it. Every response therefore carries a sandboxing
+Content-Security-Policy (no script, no plugins, no same-origin access, nothing loaded), and one
+whose type a browser renders actively is also marked as a download."""
 
 from __future__ import annotations
 
@@ -10,13 +16,17 @@ import time
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..protocol.caching import NO_STORE
+from ..protocol.headers import is_active_content
 
 NO_STORE_BYTES = NO_STORE.encode()
+CONTENT_SECURITY_POLICY = b"sandbox; default-src 'none'"
 DEFAULT_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"cross-origin-resource-policy", b"cross-origin"),
+    (b"content-security-policy", CONTENT_SECURITY_POLICY),
     (b"cache-control", NO_STORE_BYTES),
 ]
+AS_DOWNLOAD = (b"content-disposition", b"attachment")
 
 
 class DefaultHeaders:
@@ -43,10 +53,21 @@ class DefaultHeaders:
                 if present.get(b"cache-control", NO_STORE_BYTES) != NO_STORE_BYTES:
                     defaults = [*defaults, *self.cacheable_extra]
                 extra = [(k, v) for k, v in defaults if k not in present]
+                if _active(present):
+                    extra.append(AS_DOWNLOAD)
                 message["headers"] = [*headers, *extra]
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def _active(present: dict[bytes, bytes]) -> bool:
+    """Whether a response with these headers is of a type a browser would run, and does not
+    say already how it is to be shown."""
+    content_type = present.get(b"content-type")
+    if content_type is None or b"content-disposition" in present:
+        return False
+    return is_active_content(content_type.decode("latin-1"))
 
 
 class AccessLog:

@@ -15,6 +15,7 @@ from ..protocol.jsonmode import join_messages
 from ..protocol.offsets import format_offset
 from ..protocol.producer import ProducerState
 from ..storage.model import AppendOutcome, CreateOutcome, CreateStatus, ReadBatch, StreamInfo
+from .disconnect import CLIENT_CLOSED_REQUEST
 
 STREAM_NEXT_OFFSET = "Stream-Next-Offset"
 STREAM_CLOSED = "Stream-Closed"
@@ -71,6 +72,11 @@ def bodyless(response: Response) -> Response:
     """HEAD answers carry the status and headers of the GET, never a body."""
     headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
     return Response(status_code=response.status_code, headers=headers)
+
+
+def client_gone() -> Response:
+    """For the log only: the client closed the connection while its request waited."""
+    return Response(status_code=CLIENT_CLOSED_REQUEST, headers={"Cache-Control": caching.NO_STORE})
 
 
 def refused(refusal: Refused) -> Response:

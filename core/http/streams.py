@@ -17,6 +17,7 @@ from urllib.parse import quote, unquote, urlsplit
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive
 
 from ..auth.decision import OPEN, Allowed
 from ..config import Settings
@@ -63,6 +64,7 @@ from ..storage import (
 from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import responses as r
 from .bodies import read_within
+from .disconnect import CLIENT_GONE, unless_client_leaves
 from .envelope import SSE_CONTROL_ALLOWANCE, encoded_size, fit_read
 from .live import SharedReads, TailWatcher
 from .sse import SsePlan, SseSessions
@@ -145,6 +147,7 @@ class StreamEndpoints:
             settings.max_response_bytes - SSE_CONTROL_ALLOWANCE,
             self._cursor_for,
         )
+        self.long_polls_waiting = 0  # long-polls now waiting at a tail, for tests to see
 
     # ------------------------------------------------------------------ PUT
 
@@ -321,7 +324,7 @@ class StreamEndpoints:
         if read.live == "sse":
             return await self._sse(path, info, position, read)
         if read.live == "long-poll":
-            return await self._long_poll(path, info, position, read)
+            return await self._long_poll(path, info, position, read, request.receive)
         if read.start.kind is StartKind.NOW:
             return self._tail_response(info, read, status=200)
         bound = None if read.until is None else min(read.until, info.tail)
@@ -340,14 +343,22 @@ class StreamEndpoints:
         return await self.watcher.checks.get(path, not_before=time.monotonic())
 
     async def _long_poll(
-        self, path: str, info: StreamInfo, position: int, read: ReadRequest
+        self, path: str, info: StreamInfo, position: int, read: ReadRequest, receive: Receive
     ) -> Response:
         latest: StreamInfo | None = info
         if info.tail <= position and not info.closed:
             self.telemetry.count(Metric.LONG_POLL_WAITS)
-            latest = await self.watcher.wait_for_change(
-                path, position, self.settings.long_poll_timeout
-            )
+            self.long_polls_waiting += 1
+            try:
+                waited = await unless_client_leaves(
+                    receive,
+                    self.watcher.wait_for_change(path, position, self.settings.long_poll_timeout),
+                )
+            finally:
+                self.long_polls_waiting -= 1
+            if waited is CLIENT_GONE:
+                return r.client_gone()
+            latest = waited
             if latest is not None and (latest.tail > position or latest.closed):
                 self.telemetry.count(Metric.LONG_POLL_WAKES)
             if latest is None:

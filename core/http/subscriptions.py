@@ -17,7 +17,13 @@ from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from ..auth import SUBSCRIPTION_READ_NEEDS, SUBSCRIPTION_WRITE_NEEDS
+from ..auth import (
+    SUBSCRIPTION_CLAIM_NEEDS,
+    SUBSCRIPTION_READ_NEEDS,
+    SUBSCRIPTION_WRITE_NEEDS,
+    Decision,
+    Refused,
+)
 from ..auth.decision import Need
 from ..auth.grants import Action
 from ..protocol import caching
@@ -35,11 +41,11 @@ from ..subscriptions import (
 )
 from ..subscriptions.config import stream_path
 from .bodies import read_within
-from .responses import bodyless
+from .responses import bodyless, refused
 
 logger = logging.getLogger("dsaws")
 JWKS_MEDIA_TYPE = "application/jwk-set+json"
-Admit = Callable[[Request, tuple[Need, ...]], Awaitable[Response | None]]
+Admit = Callable[[Request, tuple[Need, ...]], Awaitable[Decision]]
 Work = Callable[[str], Awaitable[Response]]
 
 
@@ -53,16 +59,17 @@ def add_subscription_routes(
     allow_local_http: bool,
 ) -> None:
     """Routes under `{base_path}/__ds/`, registered before the stream routes. `admit` is the
-    access check for control requests (None: let in); wake requests carry their own token."""
+    access check for control requests; wake requests (callbacks, acks, releases) carry the
+    wake's own token instead, which only a webhook's receiver or a claim's winner holds."""
     control = f"{base_path}/{RESERVED_SEGMENT}"
 
     async def answer(request: Request, needs: tuple[Need, ...] | None, work: Work) -> Response:
         """Admit the request (`needs` None: it carries a wake token instead), then run `work`
         with the subscription id; a refusal answers in the control API's error shape."""
         if needs is not None:
-            refused = await admit(request, needs)
-            if refused is not None:
-                return refused
+            access = await admit(request, needs)
+            if isinstance(access, Refused):
+                return refused(access)
         try:
             return await work(parse_subscription_id(request.path_params["sid"]))
         except SubscriptionError as error:
@@ -72,11 +79,15 @@ def add_subscription_routes(
             busy = SubscriptionError(503, "UNAVAILABLE", "storage is busy; retry shortly")
             return _error(busy, {"Retry-After": str(max(1, exc.retry_after))})
 
-    def described(
+    async def described(
         subscription: Subscription, statuses: tuple[LinkStatus, ...], request: Request
     ) -> dict[str, Any]:
+        # A webhook URL is often a capability (a secret in its path or query): it is shown only
+        # to those who may change the subscription, not to everyone who may read its state.
+        may_change = not isinstance(await admit(request, SUBSCRIPTION_WRITE_NEEDS), Refused)
         # The key is read here, not at start: a cold start never waits on Secrets Manager.
-        return describe(subscription, statuses, public_root(request), service.keys.signing.kid)
+        kid = service.keys.signing.kid
+        return describe(subscription, statuses, public_root(request), kid, show_url=may_change)
 
     @app.api_route(f"{control}/jwks.json", methods=["GET", "HEAD"])
     async def signing_keys(request: Request) -> Response:
@@ -91,13 +102,13 @@ def add_subscription_routes(
         async def work(sid: str) -> Response:
             config = parse_config(await _body(request), allow_local_http=allow_local_http)
             if config.wake_stream is not None:  # the server will append to it
-                refused = await admit(request, (Need(Action.APPEND, config.wake_stream),))
-                if refused is not None:
-                    return refused
+                access = await admit(request, (Need(Action.APPEND, config.wake_stream),))
+                if isinstance(access, Refused):
+                    return refused(access)
             root = public_root(request)
             status, created = await run_in_threadpool(service.create, sid, config, root)
             _, statuses = await run_in_threadpool(service.describe, sid)
-            return _json(status, described(created, statuses, request))
+            return _json(status, await described(created, statuses, request))
 
         return await answer(request, SUBSCRIPTION_WRITE_NEEDS, work)
 
@@ -105,7 +116,7 @@ def add_subscription_routes(
     async def read(request: Request) -> Response:
         async def work(sid: str) -> Response:
             found, statuses = await run_in_threadpool(service.describe, sid)
-            return _as_asked(request, _json(200, described(found, statuses, request)))
+            return _as_asked(request, _json(200, await described(found, statuses, request)))
 
         return await answer(request, SUBSCRIPTION_READ_NEEDS, work)
 
@@ -151,7 +162,7 @@ def add_subscription_routes(
             }
             return _json(200, body)
 
-        return await answer(request, SUBSCRIPTION_READ_NEEDS, work)
+        return await answer(request, SUBSCRIPTION_CLAIM_NEEDS, work)
 
     def completion(delivery: Delivery) -> Callable[[Request], Awaitable[Response]]:
         """A webhook's callback, or a pull-wake's ack: acks, and the end of a wake (`done`)."""
@@ -225,13 +236,20 @@ def _allowed_methods(rest: str) -> tuple[str, ...]:
 
 
 def describe(
-    subscription: Subscription, statuses: tuple[LinkStatus, ...], root: str, kid: str
+    subscription: Subscription,
+    statuses: tuple[LinkStatus, ...],
+    root: str,
+    kid: str,
+    *,
+    show_url: bool = True,
 ) -> dict[str, Any]:
+    """The subscription as PROTOCOL 6.3 shows it; without `show_url`, its webhook's URL is
+    null (the reader may not change the subscription)."""
     config = subscription.config
     webhook = None
     if config.webhook_url is not None:
         webhook = {
-            "url": config.webhook_url,
+            "url": config.webhook_url if show_url else None,
             "signing": {
                 "alg": "ed25519",
                 "kid": kid,

@@ -43,6 +43,33 @@ def is_json(content_type: str) -> bool:
     return media_type(content_type) == JSON_MEDIA_TYPE
 
 
+# Types a browser runs script in, or renders as a document that could, when it navigates to
+# them: a stream of one of these is served as a download (the CSP sandbox disarms it anyway).
+_ACTIVE_MEDIA_TYPES = frozenset(
+    {
+        "text/html",
+        "text/xml",
+        "text/xsl",
+        "application/xml",
+        "application/pdf",
+        "text/javascript",
+        "text/ecmascript",
+        "application/javascript",
+        "application/ecmascript",
+        "application/x-javascript",
+        "application/x-shockwave-flash",
+        "multipart/x-mixed-replace",
+    }
+)
+
+
+def is_active_content(content_type: str) -> bool:
+    """Whether a browser navigating to a body of this type may run what it holds: HTML, XML
+    of any kind (SVG and XHTML among them), PDF, script."""
+    essence = media_type(content_type)
+    return essence in _ACTIVE_MEDIA_TYPES or essence.endswith("+xml")
+
+
 def single_value(name: str, values: list[str]) -> str | None:
     """The one value of a protocol header. A repeated header is refused, and so is a comma in
     its value: a Lambda Function URL joins repeated headers with commas, so that is the only

@@ -84,7 +84,7 @@ class ConfiguredSubscriptions(Subscriptions):
             StreamAccess(store),
             lambda: self._lazy_keys.keys,
             scheduler,
-            _LazySender(settings.webhook_allow_localhost),
+            _LazySender(settings.webhook_localhost_allowed),
         )
 
     def stop(self) -> None:

@@ -83,9 +83,10 @@ def check_full_suite(
 def test_conformance_under_uvicorn_with_auth(tmp_path: Path) -> None:
     """`dsaws serve --auth`: every request of the suite carries a token that may do anything,
     and every read is a token read (answered `private`)."""
-    server = ServerProcess(
-        "--long-poll-timeout", "1", "--auth", env={"DS_AUTH_SECRET": KEY_SET_TEXT}
-    )
+    # The suite's webhook receivers listen on http://127.0.0.1, which a server with access
+    # control refuses unless told otherwise.
+    env = {"DS_AUTH_SECRET": KEY_SET_TEXT, "DS_WEBHOOK_ALLOW_LOCALHOST": "true"}
+    server = ServerProcess("--long-poll-timeout", "1", "--auth", env=env)
     label = "under uvicorn (dsaws serve --auth, token reads)"
     check_full_suite(server, tmp_path / "report.json", label, bearer(token(f"{ALL_ACTIONS}:*")))
 

@@ -6,9 +6,12 @@ Run with `-s` to see the refusal table (the closing note of issue 12 carries it)
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -234,3 +237,178 @@ def _print_table(header: list[str], rows: list[list[str]]) -> None:
     print()
     for line in [header, *rows]:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
+
+
+# ---------------------------------------------------------------- subscription routes
+
+SUBS = ROOT + "__ds/subscriptions"
+CONSUMER = "read,consume:*"  # what a pull-wake worker needs
+OWNER = "read,create:* append:wake/"  # what making (and reading in full) a subscription needs
+
+
+class _WebhookReceiver:
+    """Records each wake POSTed to it and answers without `done`: the wake stays leased."""
+
+    def __init__(self) -> None:
+        self.wakes: list[dict[str, Any]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                receiver.wakes.append(json.loads(self.rfile.read(length)))
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+
+def _quiet(meter: CallMeter, for_seconds: float = 0.3, within: float = 10.0) -> None:
+    """Until no AWS call has been made for `for_seconds`: the in-process delivery of a wake
+    writes after its POST returns, and a refusal's call count must be its own."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        before = sum(meter.calls.values())
+        time.sleep(for_seconds)
+        if sum(meter.calls.values()) == before:
+            return
+    raise AssertionError("the subscription service kept calling AWS")
+
+
+@dataclass(frozen=True)
+class WakeRoute:
+    name: str
+    method: str
+    url: str
+    body: dict[str, Any] | None
+    ok: int  # what the credential that should work gets
+    wake_token: str | None = None  # a wake request: "pull" or "hook", whose token works
+
+
+def test_subscription_routes_against_every_read_only_principal(backend: Backend) -> None:
+    """Claiming a wake and acknowledging, extending or releasing it are writes: a public `*`
+    prefix, a signed read URL for every stream and a `read:*` token may read a subscription's
+    state (without its webhook URL), and nothing more. Every refusal makes no AWS call and
+    changes nothing; then the credential that should work does the thing."""
+    receiver = _WebhookReceiver()
+    settings = backend.settings.model_copy(
+        update={
+            "auth": True,
+            "auth_secret": KEY_SET_TEXT,
+            "public_read_prefixes": "*",  # a documented template value
+            "webhook_secret": "access-control tests",
+            "webhook_allow_localhost": True,  # the receiver above is local
+            "subscription_sweep_seconds": 0,
+        }
+    )
+    meter = CallMeter()
+    meter.attach(backend.dynamodb)
+    meter.attach(backend.s3)
+    owner = bearer(token(OWNER))
+    with TestClient(create_app(settings, backend.store)) as client:
+        for path, kind in (("data/a", "text/plain"), ("wake/pool", "application/json")):
+            created = client.put(ROOT + path, headers={"Content-Type": kind, **admin()})
+            assert created.status_code == 201
+        pull = {"type": "pull-wake", "streams": ["data/a"], "wake_stream": "wake/pool"}
+        hook = {"type": "webhook", "streams": ["data/a"], "webhook": {"url": receiver.url}}
+        assert client.put(f"{SUBS}/pull", json=pull, headers=owner).status_code == 201
+        assert client.put(f"{SUBS}/hook", json=hook, headers=owner).status_code == 201
+        append = client.post(ROOT + "data/a", content=b"work", headers={**TEXT, **admin()})
+        assert append.status_code == 204
+        deadline = time.monotonic() + 10
+        while not receiver.wakes and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert receiver.wakes, "the webhook was never woken"
+        hook_wake = receiver.wakes[0]
+        tail = hook_wake["streams"][0]["tail_offset"]
+        _quiet(meter)
+
+        claimed: dict[str, Any] = {}
+        principals: dict[str, tuple[dict[str, str], dict[str, str]]] = {
+            "public * (nothing)": ({}, {}),
+            "signed URL scope=*": (
+                {},
+                sign(KEYS, "*", round_expiry(time.time(), 600, 300), prefix=True),
+            ),
+            "read:* token": (bearer(token("read:*")), {}),
+        }
+
+        def wake_body(kind: str, **extra: Any) -> dict[str, Any]:
+            if kind == "hook":
+                return {
+                    "wake_id": hook_wake["wake_id"],
+                    "generation": hook_wake["generation"],
+                    **extra,
+                }
+            return {"wake_id": claimed["wake_id"], "generation": claimed["generation"], **extra}
+
+        routes = [
+            WakeRoute("describe", "GET", f"{SUBS}/hook", None, 200),
+            WakeRoute("claim", "POST", f"{SUBS}/pull/claim", {"worker": "w1"}, 200),
+            WakeRoute("heartbeat (ack, no done)", "POST", f"{SUBS}/pull/ack", {}, 200, "pull"),
+            WakeRoute(
+                "ack",
+                "POST",
+                f"{SUBS}/pull/ack",
+                {"acks": [{"stream": "data/a", "offset": tail}]},
+                200,
+                "pull",
+            ),
+            WakeRoute("callback (webhook)", "POST", f"{SUBS}/hook/callback", {}, 200, "hook"),
+            WakeRoute("release", "POST", f"{SUBS}/pull/release", {}, 204, "pull"),
+        ]
+        table: list[list[str]] = []
+        for route in routes:
+            body = None
+            if route.body is not None:
+                body = wake_body(route.wake_token, **route.body) if route.wake_token else route.body
+            cells = []
+            before = _stored(backend)
+            for name, (headers, params) in principals.items():
+                meter.reset()
+                response = client.request(
+                    route.method, route.url, headers=headers, params=params, json=body
+                )
+                where = f"{route.name} / {name}: {response.status_code} {response.text}"
+                cells.append(str(response.status_code))
+                if route.name == "describe":
+                    assert response.status_code == 200, where
+                    assert response.json()["webhook"]["url"] is None, where
+                    continue
+                assert response.status_code in {401, 403}, where
+                assert sum(meter.calls.values()) == 0, f"{where}: {dict(meter.calls)}"
+                assert response.headers["cache-control"] == "no-store"
+            assert _stored(backend) == before, f"{route.name}: a refusal changed the store"
+            # Then the credential that works.
+            if route.name == "describe":
+                headers = owner
+            elif route.name == "claim":
+                headers = bearer(token(CONSUMER))
+            elif route.wake_token == "hook":
+                headers = bearer(hook_wake["callback_token"])
+            else:
+                headers = bearer(claimed["token"])
+            response = client.request(route.method, route.url, headers=headers, json=body)
+            assert response.status_code == route.ok, f"{route.name}: {response.text}"
+            cells.append(str(response.status_code))
+            if route.name == "describe":
+                assert response.json()["webhook"]["url"] == receiver.url
+            if route.name == "claim":
+                claimed.update(response.json())
+            table.append([route.name, *cells])
+            _quiet(meter)
+        _print_table(["route", *principals, "the grant that works"], table)
+        # The ack moved the pull subscription's cursor to the tail: its worker saw it through.
+        state = client.get(f"{SUBS}/pull", headers=owner).json()
+        assert state["streams"][0]["acked_offset"] == tail
+    receiver.server.shutdown()

@@ -153,11 +153,18 @@ def test_what_each_control_request_needs(backend: Backend) -> None:
         assert client.put(f"{SUBS}/p", json=pull, headers=creator).status_code == 403
         appender = bearer(token("read,create:* append:victim/log"))
         assert client.put(f"{SUBS}/p", json=pull, headers=appender).status_code == 201
-        # Reading a subscription, or claiming its wakes, needs read on every stream.
-        assert client.get(f"{SUBS}/w", headers=reader).status_code == 200
+        # Reading a subscription needs read on every stream (its webhook URL is shown only
+        # to those who may change it); claiming its wakes needs consume as well.
+        seen = client.get(f"{SUBS}/w", headers=reader)
+        assert seen.status_code == 200 and seen.json()["webhook"]["url"] is None
+        full = client.get(f"{SUBS}/w", headers=creator)
+        assert full.json()["webhook"]["url"] == HOOK["webhook"]["url"]
         assert client.get(f"{SUBS}/w", headers=bearer(token("read:jobs/"))).status_code == 403
         assert client.get(f"{SUBS}/w").status_code == 401
         claim = client.post(f"{SUBS}/p/claim", json={"worker": "w"}, headers=reader)
+        assert claim.status_code == 403
+        consumer = bearer(token("read,consume:*"))
+        claim = client.post(f"{SUBS}/p/claim", json={"worker": "w"}, headers=consumer)
         assert claim.json()["error"]["code"] == "NO_PENDING_WORK"
         # Removing one is a change: read alone does not do it.
         assert client.delete(f"{SUBS}/w", headers=reader).status_code == 403

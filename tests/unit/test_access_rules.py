@@ -9,6 +9,9 @@ import pytest
 from core.auth import (
     LISTING_NEEDS,
     OPEN,
+    SUBSCRIPTION_CLAIM_NEEDS,
+    SUBSCRIPTION_READ_NEEDS,
+    SUBSCRIPTION_WRITE_NEEDS,
     Action,
     Allowed,
     BadSignature,
@@ -30,8 +33,10 @@ from core.auth import (
     sign,
 )
 from core.auth import decide as decide_with
+from core.auth.decision import DEFAULT_MAX_LIFETIME_SECONDS
 from core.auth.grants import within
 from core.auth.signed_urls import verify
+from core.config import Settings
 
 SECRET = "k" * 32
 KEYS = parse_key_set(SECRET)
@@ -73,6 +78,15 @@ def test_grants_parse_from_a_scope_string_or_a_list_and_ignore_foreign_scopes() 
     assert render_grants(parse_grants("append,read:chat/ read:*")) == "append,read:chat/ read:*"
 
 
+def test_scopes_split_on_ascii_spaces_only() -> None:
+    """OAuth separates scope tokens with ASCII spaces: a no-break space (or any other Unicode
+    space) is part of an entry, never a separator that makes two grants of one."""
+    assert [g.prefix for g in parse_grants("read:a  read:b ")] == ["a", "b"]
+    assert [g.prefix for g in parse_grants("read:chat\u00a0append:x")] == ["chat\u00a0append:x"]
+    assert all(Action.DELETE not in g.actions for g in parse_grants("read:a\u2003delete:*"))
+    assert parse_grants("read:a\tdelete:*") == (parse_grant("read:a\tdelete:*"),)
+
+
 # ---------------------------------------------------------------- needs
 
 
@@ -87,6 +101,58 @@ def test_what_each_operation_needs() -> None:
         (Action.READ, "src"),
     ]
     assert needs_for("OPTIONS", "a") == ()
+
+
+SUBSCRIPTION_PRINCIPALS = {
+    "public *": (("",), None),
+    "signed URL scope=*": ((), SignedRead("", True, int(NOW) + 60)),
+    "read:* token": ((), Bearer(parse_grants("read:*"))),
+    "read,create:* token": ((), Bearer(parse_grants("read,create:*"))),
+    "read,consume:* token": ((), Bearer(parse_grants("read,consume:*"))),
+}
+
+
+@pytest.mark.parametrize(
+    ("needs", "allowed"),
+    [
+        (SUBSCRIPTION_READ_NEEDS, set(SUBSCRIPTION_PRINCIPALS)),
+        (SUBSCRIPTION_CLAIM_NEEDS, {"read,consume:* token"}),
+        (SUBSCRIPTION_WRITE_NEEDS, {"read,create:* token"}),
+    ],
+)
+def test_claiming_and_changing_subscriptions_are_writes(needs: tuple, allowed: set) -> None:
+    """Neither a public prefix nor a signed read URL (nor a read grant) claims a wake: claims
+    move a subscription's cursors. Reading a subscription's state is a read of every stream."""
+    for name, (public, presented) in SUBSCRIPTION_PRINCIPALS.items():
+        decision = decide(needs, public, presented)
+        assert isinstance(decision, Allowed) is (name in allowed), name
+
+
+def test_a_stream_url_for_the_empty_path_covers_nothing() -> None:
+    """A stream URL for "" would cover needs on every stream (the control API's): signing one
+    is refused, and one made by hand verifies as nothing."""
+    with pytest.raises(ValueError):
+        sign(KEYS, "/", int(NOW) + 60)
+    with pytest.raises(ValueError):
+        sign(KEYS, "", int(NOW) + 60)
+    forged = sign(KEYS, "a", int(NOW) + 60)  # the MAC below is recomputed for the empty path
+    from core.auth.signed_urls import _mac
+
+    forged["signature"] = _mac(KEYS.signing_key[1], "", False, int(NOW) + 60)
+    assert verify(KEYS, forged, "", NOW) == BadSignature("a stream URL names a stream")
+    by_hand = SignedRead("", False, int(NOW) + 60)
+    assert isinstance(decide(SUBSCRIPTION_READ_NEEDS, (), by_hand), Refused)
+
+
+def test_credentials_may_not_outlive_the_maximum_lifetime() -> None:
+    assert Settings().auth_max_lifetime == DEFAULT_MAX_LIFETIME_SECONDS == 7 * 24 * 3600
+    far = sign(KEYS, "a", int(NOW) + DEFAULT_MAX_LIFETIME_SECONDS + 1)
+    assert verify(KEYS, far, "a", NOW) == BadSignature("expires too far ahead")
+    forever = sign(KEYS, "a", 10**11)
+    assert verify(KEYS, forever, "a", NOW) == BadSignature("expires too far ahead")
+    assert verify(KEYS, forever, "a", NOW, max_lifetime=10**12) == SignedRead("a", False, 10**11)
+    edge = sign(KEYS, "a", int(NOW) + DEFAULT_MAX_LIFETIME_SECONDS)
+    assert isinstance(verify(KEYS, edge, "a", NOW), SignedRead)
 
 
 # ---------------------------------------------------------------- decisions
@@ -234,7 +300,7 @@ def test_signatures_name_their_key_during_a_rotation() -> None:
     params = sign(old, "a", int(NOW) + 60)
     assert params["kid"] == "old"
     assert isinstance(verify(rotated, params, "a", NOW), SignedRead)
-    assert verify(retired, params, "a", NOW) == BadSignature("unknown key id")
+    assert verify(retired, params, "a", NOW) == BadSignature("signature does not match")
     assert sign(rotated, "a", int(NOW) + 60)["kid"] == "new"
 
 
