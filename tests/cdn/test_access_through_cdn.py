@@ -112,3 +112,39 @@ def test_tokens_signed_urls_and_the_locked_origin_end_to_end(server: ServerProce
     assert denied_read.returncode == 8, denied_read.stderr
     no_delete = cli("delete", "private/doc", "--url", base, env={"DSAWS_TOKEN": reader})
     assert no_delete.returncode == 8 and "does not allow delete" in no_delete.stderr
+
+
+def test_nobody_claims_a_wake_anonymously_through_the_cdn_of_a_public_deployment() -> None:
+    """`PublicReadPrefixes=*` (a documented template value), through the CDN with no
+    credentials: the attack claimed a wake (200 and a wake token), acked the stream's tail
+    with it and so moved the subscription's cursor past bytes its worker never got. Claims
+    are refused now; the worker with `consume` claims, and sees the pending bytes."""
+    install_nginx()
+    env = {**AUTH_ENV, "DS_PUBLIC_READ_PREFIXES": "*"}
+    with ServerProcess("--auth", env=env, with_cdn=True) as server:
+        base = f"{server.cdn_url}/v1/stream"
+        subs = f"{base}/__ds/subscriptions"
+        owner = {"Authorization": "Bearer " + cli("token", "read,create,append:*").stdout.strip()}
+        with httpx.Client(timeout=30) as http:
+            for path, kind in (("jobs/a", "text/plain"), ("wakes", "application/json")):
+                made = http.put(f"{base}/{path}", headers={**owner, "Content-Type": kind})
+                assert made.status_code == 201
+            pull = {"type": "pull-wake", "streams": ["jobs/a"], "wake_stream": "wakes"}
+            assert http.put(f"{subs}/workers", json=pull, headers=owner).status_code == 201
+            appended = http.post(
+                f"{base}/jobs/a", content=b"job", headers={**owner, "Content-Type": "text/plain"}
+            )
+            assert appended.status_code == 204
+            claim = {"worker": "attacker"}
+            anonymous = http.post(f"{subs}/workers/claim", json=claim)
+            assert anonymous.status_code == 401, anonymous.text
+            reader = {"Authorization": "Bearer " + cli("token", "read:*").stdout.strip()}
+            assert http.post(f"{subs}/workers/claim", json=claim, headers=reader).status_code == 403
+            consumer = cli("token", "read,consume:*").stdout.strip()
+            claimed = http.post(
+                f"{subs}/workers/claim",
+                json={"worker": "w1"},
+                headers={"Authorization": f"Bearer {consumer}"},
+            )
+            assert claimed.status_code == 200, claimed.text
+            assert claimed.json()["streams"][0]["has_pending"] is True

@@ -296,3 +296,25 @@ def test_listings_through_the_cdn_answer_each_prefix(cdn: Rig) -> None:
 
     for prefix, streams in asyncio.run(listings()):
         assert streams == [prefix + "1"]
+
+
+def test_stored_html_is_sandboxed_and_a_download_through_the_cdn(cdn: Rig) -> None:
+    """A writer's `text/html` or SVG stream would run its script on the CDN's origin if a
+    browser navigated to it: every read carries the sandboxing CSP, and an active type is a
+    download, from the origin and from nginx's cache alike."""
+    for name, kind, active in (
+        ("page.html", "text/html; charset=utf-8", True),
+        ("image.svg", "image/svg+xml", True),
+        ("notes.txt", "text/plain", False),
+    ):
+        origin = url(cdn, name, via_cdn=False)
+        body = b"<script>alert(document.domain)</script>"
+        closed = {"Content-Type": kind, "Stream-Closed": "true"}  # cacheable to its end
+        assert httpx.put(origin, headers=closed, content=body).status_code == 201
+        for attempt in ("MISS", "HIT"):
+            read = httpx.get(url(cdn, name), params={"offset": "-1"})
+            assert read.status_code == 200 and read.content == body
+            assert read.headers["x-cache-status"] == attempt
+            assert read.headers["content-security-policy"] == "sandbox; default-src 'none'"
+            assert read.headers["x-content-type-options"] == "nosniff"
+            assert (read.headers.get("content-disposition") == "attachment") is active, name

@@ -128,3 +128,23 @@ def test_origin_requests_carry_the_secret_the_function_requires() -> None:
     assert function["DS_ORIGIN_LOCK"] == {"!Ref": "OriginLock"}
     generated = resources()["OriginSecret"]["Properties"]["GenerateSecretString"]
     assert generated["GenerateStringKey"] == "current"
+
+
+def test_cloudfront_passes_the_origins_security_headers_on() -> None:
+    """The origin's Content-Security-Policy and Content-Disposition (stored content cannot run
+    script) reach viewers unchanged: no response headers policy overrides or removes them."""
+    config = distribution()
+    behaviors = [config["DefaultCacheBehavior"], *config.get("CacheBehaviors", [])]
+    for behavior in behaviors:
+        policy_id = behavior.get("ResponseHeadersPolicyId")
+        if policy_id is None:
+            continue
+        name = policy_id.get("Ref") if isinstance(policy_id, dict) else None
+        assert name is not None, f"a managed response headers policy may override: {policy_id}"
+        headers = resources()[name]["Properties"]["ResponseHeadersPolicyConfig"]
+        security = headers.get("SecurityHeadersConfig", {})
+        csp = security.get("ContentSecurityPolicy")
+        assert csp is None or csp["Override"] is False
+        removed = headers.get("RemoveHeadersConfig", {}).get("Items", [])
+        names = {item["Header"].lower() for item in removed}
+        assert not names & {"content-security-policy", "content-disposition"}

@@ -93,3 +93,41 @@ def test_names_outside_ascii_work_and_get_a_percent_encoded_location(host: Host,
     assert host.request("PUT", target, TEXT).status == 200  # the same stream again
     assert host.request("GET", f"{target}?offset=-1").body == b"hello"
     assert host.request("DELETE", target).status == 204
+
+
+@pytest.mark.parametrize(
+    ("kind", "download"),
+    [
+        ("text/html", True),
+        ("text/html; charset=utf-8", True),
+        ("image/svg+xml", True),
+        ("application/xhtml+xml", True),
+        ("TEXT/XML", True),
+        ("application/javascript", True),
+        ("text/plain", False),
+        ("application/json", False),
+        ("application/octet-stream", False),
+    ],
+)
+def test_stored_content_cannot_run_script_on_the_origin(
+    host: Host, kind: str, download: bool
+) -> None:
+    """A writer chooses the content type and the bytes: every response carries a sandboxing
+    Content-Security-Policy, and reads of a type a browser would render actively are served
+    as downloads (catch-up, long-poll, offset=now and HEAD alike)."""
+    body = b'["<svg onload=alert(1)>"]' if "json" in kind else b"<script>alert(1)</script>"
+    name = f"{BASE}/active-{abs(hash(kind))}"
+    assert host.request("PUT", name, [("content-type", kind)], body).status == 201
+    answers = [
+        host.request("GET", f"{name}?offset=-1"),
+        host.request("GET", f"{name}?offset=now"),
+        host.request("GET", f"{name}?offset=-1&live=long-poll"),  # data at once: no wait
+        host.request("HEAD", name),
+    ]
+    for answer in answers:
+        assert answer.headers["content-security-policy"] == "sandbox; default-src 'none'"
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        if "content-type" in answer.headers:
+            assert (answer.headers.get("content-disposition") == "attachment") is download
+    # Errors and other answers carry the policy too.
+    assert "content-security-policy" in host.request("GET", f"{BASE}/absent").headers

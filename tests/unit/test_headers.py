@@ -15,6 +15,7 @@ from core.protocol.headers import (
     check_content_encoding,
     check_lifetime,
     format_expires_at,
+    is_active_content,
     is_json,
     is_true,
     media_type,
@@ -474,3 +475,32 @@ def test_lifetimes_out_of_bounds_are_400(
     with pytest.raises(ProtocolError) as refused:
         check_lifetime(ttl, expires_at, NOW)
     assert refused.value.status == 400 and why in refused.value.message
+
+
+@pytest.mark.parametrize(
+    ("content_type", "active"),
+    [
+        ("text/html", True),
+        ("Text/HTML ; charset=utf-8", True),
+        ("image/svg+xml", True),
+        ("application/xhtml+xml", True),
+        ("application/atom+xml", True),
+        ("application/xml", True),
+        ("text/xml", True),
+        ("text/xsl", True),
+        ("application/pdf", True),
+        ("text/javascript", True),
+        ("application/ecmascript", True),
+        ("multipart/x-mixed-replace; boundary=x", True),
+        ("text/plain", False),
+        ("application/json", False),
+        ("application/octet-stream", False),
+        ("image/png", False),
+        ("text/event-stream", False),
+        ("application/x-ndjson", False),
+        ("text/htmlx", False),
+        ("", False),
+    ],
+)
+def test_types_a_browser_renders_actively(content_type: str, active: bool) -> None:
+    assert is_active_content(content_type) is active
