@@ -73,10 +73,13 @@ def dsaws_serve(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def counted_emulator() -> Iterator[str]:
-    """`benchmarks.counted_emulator` in its own process; yields its endpoint."""
+def counted_emulator(latency_ms: tuple[float, float] | None = None) -> Iterator[str]:
+    """`benchmarks.counted_emulator` in its own process (every call taking between the two
+    `latency_ms` bounds); yields its endpoint."""
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "benchmarks.counted_emulator", "--port", str(port)]
+    if latency_ms is not None:
+        command += ["--latency", f"{latency_ms[0]},{latency_ms[1]}"]
     with process(command, f"{endpoint}/__calls"):
         yield endpoint

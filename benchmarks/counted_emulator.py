@@ -1,7 +1,9 @@
 """The embedded emulator in a process of its own, counting the AWS calls it answers, so that a
-benchmark can count what a separate `dsaws serve --aws` process asks of its storage.
+benchmark can count what a separate `dsaws serve --aws` process asks of its storage. With
+`--latency`, every call also takes that long (uniformly between the two bounds, in ms, spent
+outside moto's lock), as calls to DynamoDB and S3 from inside their region do.
 
-    python -m benchmarks.counted_emulator --port 4566
+    python -m benchmarks.counted_emulator --port 4566 [--latency 4,12]
 
 `GET /__calls` answers the counts by operation as JSON; `DELETE /__calls` sets them to zero.
 """
@@ -10,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -39,10 +43,11 @@ def operation(environ: dict[str, Any]) -> str:
 
 
 class CallCounter:
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, latency: tuple[float, float] | None = None) -> None:
         self.app = app
         self.calls: Counter[str] = Counter()
         self.lock = threading.Lock()
+        self.latency = latency  # seconds, lowest and highest
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         if environ.get("PATH_INFO") == CALLS_PATH:
@@ -54,14 +59,23 @@ class CallCounter:
             return [body]
         with self.lock:
             self.calls[operation(environ)] += 1
+        if self.latency is not None:
+            time.sleep(random.uniform(*self.latency))
         return self.app(environ, start_response)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument(
+        "--latency", help="LOW,HIGH: milliseconds every call takes (uniformly between them)"
+    )
     args = parser.parse_args()
-    with Emulator(port=args.port, middleware=CallCounter) as emulator:
+    latency = None
+    if args.latency:
+        low, high = (float(part) / 1000 for part in args.latency.split(","))
+        latency = (low, high)
+    with Emulator(port=args.port, middleware=lambda app: CallCounter(app, latency)) as emulator:
         print(f"emulator at {emulator.endpoint}", flush=True)
         threading.Event().wait()  # until the benchmark terminates the process
 

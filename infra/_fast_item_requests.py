@@ -306,7 +306,14 @@ class _Write:
 
 
 _WRITE_FIELDS = frozenset(
-    {"TableName", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues"}
+    {
+        "TableName",
+        "ConditionExpression",
+        "ExpressionAttributeNames",
+        "ExpressionAttributeValues",
+        # What a refused condition answers with: refusals are moto's to answer anyway.
+        "ReturnValuesOnConditionCheckFailure",
+    }
 )
 _PUT_FIELDS = _WRITE_FIELDS | {"Item"}
 _UPDATE_FIELDS = _WRITE_FIELDS | {"Key", "UpdateExpression"}

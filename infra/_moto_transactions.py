@@ -87,7 +87,10 @@ def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, A
                 condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
             )
             if not check.expr(current):
-                errors.append(("ConditionalCheckFailed", "The conditional request failed", None))
+                # As DynamoDB (and moto's own transaction): the item as it was, when asked.
+                wanted = op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
+                found = current.to_json()["Attributes"] if wanted and current else None
+                errors.append(("ConditionalCheckFailed", "The conditional request failed", found))
                 continue
         errors.append((None, None, None))
     if any(code is not None for code, _, _ in errors):

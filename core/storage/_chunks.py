@@ -42,6 +42,9 @@ class Chunk:
     lengths_key: str | None
     # Set for a sealed segment: its object's page directory.
     pages: tuple[layout.Page, ...] | None = None
+    # A void chunk: a reserved range that holds no data, ever (`core.storage._ranges`).
+    void: bool = False
+    number: int = 0  # its range number (0: written before ranges were numbered)
 
     @property
     def sealed(self) -> bool:
@@ -112,7 +115,7 @@ class ChunkStore:
         return self.store_body(incarnation, payload)
 
     def chunk_put(
-        self, incarnation: str, start: int, payload: Payload, body: StoredBody
+        self, incarnation: str, start: int, payload: Payload, body: StoredBody, number: int = 0
     ) -> dict[str, Any]:
         if body.incarnation != incarnation:
             # The collector removes objects with the incarnation they were stored for: a body
@@ -125,6 +128,8 @@ class ChunkStore:
             **items.chunk_key(incarnation, start + len(payload)),
             "st": items.n(start),
         }
+        if number:
+            item["n"] = items.n(number)
         if body.inline is not None:
             item["b"] = {"B": body.inline}
         if body.s3_key is not None:
@@ -154,6 +159,8 @@ class ChunkStore:
         raise StoreUnavailable("stored objects kept changing under the read; retry")
 
     def _read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
+        """A batch's bytes are contiguous: void ranges (which hold nothing) at its start are
+        passed over, moving the batch's start past them, and it ends before any other."""
         json_mode = is_json(info.content_type)
         data: list[bytes] = []
         messages: list[bytes] = []
@@ -164,6 +171,7 @@ class ChunkStore:
         def spent() -> bool:  # the budget is used up, and the reader has made progress
             return budget <= 0 and position > start
 
+        voided = False
         for segment in info.segments():
             if segment.end <= position or spent():
                 continue
@@ -177,6 +185,14 @@ class ChunkStore:
                     continue
                 lo = max(position, chunk.start)
                 hi = min(segment.end, chunk.end)
+                if chunk.void:
+                    if data or messages:
+                        voided = True  # the batch ends where the void begins
+                        break
+                    start = position = hi  # nothing taken yet: the batch starts after it
+                    if position >= segment.end:
+                        break
+                    continue
                 if json_mode:
                     take = self._take_sealed if chunk.sealed else self._take_messages
                     taken, position, budget = take(chunk, lo, hi, budget, first=not messages)
@@ -187,7 +203,7 @@ class ChunkStore:
                     position, budget = lo + size, budget - size
                 if spent() or position < hi or position >= segment.end:
                     break
-            if spent() or position < segment.end:
+            if voided or spent() or position < segment.end:
                 break
         if json_mode:
             return ReadBatch(start, position, messages=tuple(messages))
@@ -431,4 +447,6 @@ def decode_chunk(item: dict[str, Any]) -> Chunk:
         lengths=items.unpack_lengths(bytes(packed)) if packed is not None else None,
         lengths_key=item["mk"]["S"] if "mk" in item else None,
         pages=layout.pages(bytes(item["pg"]["B"]), end) if "pg" in item else None,
+        void=bool(item.get("v", {}).get("BOOL", False)),
+        number=int(item["n"]["N"]) if "n" in item else 0,
     )

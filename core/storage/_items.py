@@ -4,8 +4,10 @@ One table holds everything:
   s#<path> / meta          the stream: incarnation, tail, closure, TTL, fork origin, ref count
   s#<path> / p#<producer>  one producer's epoch and last seq (valid for one incarnation)
   d#<inc>  / c#<end>       one committed chunk of an incarnation, keyed by its end position,
-                           or a sealed segment (an S3 object and its page directory) that
-                           replaced the chunks of [start, end)
+                           or a void one (a reserved range that holds nothing), or a sealed
+                           segment (an S3 object and its page directory) that replaced the
+                           chunks of [start, end)
+  d#<inc>  / b#<n>         the claim of reserved range n: filled or void (core/storage/_ranges)
   gc#<n>   / <inc>         an incarnation whose data nobody can read any more
   sq#<n>   / <digest>      a stream with history to seal (its path, incarnation, tail)
   sub#     / <id>          a subscription (core/subscriptions/store.py)
@@ -73,6 +75,12 @@ def chunk_key(incarnation: str, end: int) -> Item:
     return {"pk": s(chunk_partition(incarnation)), "sk": s(chunk_sort_key(end))}
 
 
+def range_claim_key(incarnation: str, number: int) -> Item:
+    """The claim of range `number`: written by its fill or its voiding, whichever is first
+    (`core.storage._ranges`). It sorts before the chunks, out of every read's queries."""
+    return {"pk": s(chunk_partition(incarnation)), "sk": s(f"b#{number:0{_POSITION_WIDTH}d}")}
+
+
 def retire_key(incarnation: str) -> Item:
     shard = zlib.crc32(incarnation.encode()) % RETIRE_SHARDS
     return _key(f"gc#{shard:02d}", incarnation)
@@ -134,6 +142,10 @@ def encode_stream(info: StreamInfo) -> Item:
         "ctime": n(info.created_at),
         "refs": n(info.ref_count),
         "fpos": n(info.fork_position),
+        "rsv": n(info.reserved_end),
+        "rn": n(info.ranges),
+        "tn": n(info.published_ranges),
+        "rt": n(info.reserved_at),
     }
     if info.closed_by is not None:
         item["cb"] = encode_claim(info.closed_by)
@@ -186,6 +198,14 @@ def decode_stream(path: str, item: Item) -> StreamInfo:
         # Absent on streams written before windows were kept: every read then renews.
         renew_window=_num(item, "rw") or 0.0,
         sealed=_int(item, "sd"),
+        # Absent on streams written before ranges were reserved: nothing is pending there.
+        published=_int(item, "tail"),
+        reserved=_int(item, "rsv") if "rsv" in item else None,
+        ranges=_int(item, "rn"),
+        published_ranges=_int(item, "tn"),
+        reserved_at=_num(item, "rt") or 0.0,
+        counted="rn" in item,
+        held_until=_num(item, "hold") or 0.0,
     )
 
 

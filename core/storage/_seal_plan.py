@@ -1,11 +1,12 @@
 """What sealing should do to one incarnation's stored items: a pure decision, so every case
 (crash leftovers, concurrent sealers, forks, closed streams) is a unit test.
 
-The items of an incarnation are chunks (one per append) and sealed segments, each covering
-[start, end) of the stream and keyed by its end. A segment replaces the item at its own end
-and then the others it covers, so at any moment some items may be covered by a segment (a
-sealer stopped halfway, or lost a race): those are redundant, and reads are right with or
-without them.
+The items of an incarnation are chunks (one per append), void chunks (reserved ranges that
+hold nothing, `core.storage._ranges`) and sealed segments, each covering [start, end) of the
+stream and keyed by its end. A segment replaces the item at its own end and then the others it
+covers, so at any moment some items may be covered by a segment (a sealer stopped halfway, or
+lost a race): those are redundant, and reads are right with or without them. A segment never
+spans a void chunk: voids stay as they are, tiny items between segments.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class Stored:
     end: int
     sealed: bool
     key: str | None = None  # the object of a segment (or of a chunk stored in S3)
+    void: bool = False  # a void chunk: nothing to seal
 
     @property
     def size(self) -> int:
@@ -51,6 +53,7 @@ class SealPlan:
     redundant: tuple[Stored, ...]  # covered by a segment already: delete
     run: tuple[Stored, ...]  # consecutive items to seal, cut into segments as they are read
     sealed_to: int  # where the sealed history ends once the run is sealed
+    more: bool = False  # the run ends at a void chunk with more to seal past it
 
 
 def cut_here(size: int, open_page_fill: int, policy: SealPolicy) -> bool:
@@ -88,13 +91,22 @@ def plan(
     dropped = set(redundant)
     cover = _contiguous([x for x in visible if x not in dropped], origin)
     bound = tail if closed else tail - policy.hot_bytes
-    first = next((i for i, x in enumerate(cover) if not x.sealed and x.end <= bound), None)
+    first = next(
+        (i for i, x in enumerate(cover) if not x.sealed and not x.void and x.end <= bound), None
+    )
     if first is None:
         return SealPlan(tuple(redundant), (), _sealed_prefix_end(cover, origin))
-    if first > 0 and cover[first - 1].size < policy.segment_bytes // 2:
+    before = cover[first - 1] if first > 0 else None
+    if before is not None and before.sealed and before.size < policy.segment_bytes // 2:
         first -= 1  # grow the short segment before the chunks
-    run = tuple(x for x in cover[first:] if x.end <= bound)
-    return SealPlan(tuple(redundant), run, run[-1].end)
+    run: list[Stored] = []
+    for item in cover[first:]:
+        if item.end > bound or item.void:
+            break  # a segment ends where a void begins
+        run.append(item)
+    rest = cover[first + len(run) :]
+    more = any(not x.sealed and not x.void and x.end <= bound for x in rest)
+    return SealPlan(tuple(redundant), tuple(run), run[-1].end, more)
 
 
 def _covered(items: Sequence[Stored]) -> list[Stored]:
@@ -122,6 +134,12 @@ def _contiguous(cover: list[Stored], origin: int) -> list[Stored]:
     joined: list[Stored] = []
     position = origin
     for item in cover:
+        if item.void and item.start <= position < item.end:
+            # Voids may overlap each other (a writer voided its own range while a reader
+            # voided the gap around it): a void reaching past the position continues it.
+            joined.append(item)
+            position = item.end
+            continue
         if item.start != position:
             break
         joined.append(item)
@@ -130,9 +148,10 @@ def _contiguous(cover: list[Stored], origin: int) -> list[Stored]:
 
 
 def _sealed_prefix_end(cover: Sequence[Stored], origin: int) -> int:
+    """Where the history with nothing left to seal (segments, and voids) ends."""
     position = origin
     for item in cover:
-        if not item.sealed:
+        if not (item.sealed or item.void):
             break
         position = item.end
     return position

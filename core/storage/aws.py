@@ -221,7 +221,33 @@ def when_made(client: Any, setup: Callable[[Any], object]) -> None:
 
 
 class Conflict(Exception):
-    """A conditional write lost a race: re-read and decide again."""
+    """A conditional write lost a race: re-read and decide again. Where the request asked for
+    them (`ReturnValuesOnConditionCheckFailure`), it carries what the failed conditions saw:
+    `reasons` has one entry per action of a transaction (its code, and the item as it was),
+    `item` the item a single write found."""
+
+    def __init__(
+        self,
+        *args: object,
+        reasons: list[dict[str, Any]] | None = None,
+        item: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(*args)
+        self.reasons = list(reasons or [])
+        self.item = item
+
+    def failed(self, index: int) -> bool:
+        """Whether the transaction's action at `index` is one whose condition failed."""
+        if index >= len(self.reasons):
+            return False
+        return self.reasons[index].get("Code") == "ConditionalCheckFailed"
+
+    def found(self, index: int) -> dict[str, Any] | None:
+        """The item action `index` found when its condition failed (None: absent or unknown)."""
+        if index >= len(self.reasons):
+            return None
+        item = self.reasons[index].get("Item")
+        return dict(item) if item else None
 
 
 def call(operation: Callable[..., Any], **kwargs: Any) -> Any:
@@ -231,7 +257,8 @@ def call(operation: Callable[..., Any], **kwargs: Any) -> Any:
         return operation(**kwargs)
     except ClientError as exc:
         if is_condition_failure(exc):
-            raise Conflict() from exc
+            reasons = exc.response.get("CancellationReasons") or []
+            raise Conflict(reasons=list(reasons), item=exc.response.get("Item")) from exc
         if is_unavailable(exc):
             raise StoreUnavailable(str(exc)) from exc
         raise

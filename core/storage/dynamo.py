@@ -19,24 +19,26 @@ no chunk of their own incarnation names as orphans. So:
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from enum import Enum
 from typing import Any
 
-from ..protocol.append import AppendIntent, WriteState, decide_append
+from ..protocol.append import AppendIntent
 from ..protocol.fork import inherit_expiry
 from ..protocol.headers import DEFAULT_CONTENT_TYPE, is_json, media_type
-from ..protocol.producer import ProducerState
 from ..protocol.ttl import renewal_due, renewal_window
 from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import _items as items
+from ._append import Appender
 from ._chunks import DEFAULT_INLINE_MAX_BYTES, ChunkStore, StoredBody
+from ._ranges import DEFAULT_VOID_AFTER_SECONDS
 from ._recent import RecentWrites
 from ._seal_plan import DEFAULT_HOT_BYTES, marks
+from ._settle import Settler
 from .aws import Conflict, call, is_throttle_code, when_made
 from .model import (
     AppendOutcome,
@@ -52,9 +54,6 @@ from .model import (
     StreamInfo,
     StreamPage,
 )
-
-# Consecutive throttled reads one append sits out (backing off 25 ms, 50 ms, ... 3.2 s).
-_MAX_THROTTLED_READS = 8
 
 
 @dataclass
@@ -90,21 +89,6 @@ class _StreamTurns:
             return len(self._turns)
 
 
-class _Retry(Enum):
-    """Why an append attempt did not finish."""
-
-    CONFLICT = "conflict"  # a lost race or a stale memory: read again and decide again
-    THROTTLED = "throttled"  # the read was throttled: back off (outside the turn), then retry
-
-
-@dataclass
-class _PendingAppend:
-    """What one append carries from attempt to attempt."""
-
-    guess: tuple[StreamInfo, ProducerState | None] | None
-    body: StoredBody | None = None
-
-
 class DynamoStore:
     def __init__(
         self,
@@ -121,6 +105,7 @@ class DynamoStore:
         telemetry: Telemetry | None = None,
         read_only: bool = False,
         seal_mark_bytes: int = DEFAULT_HOT_BYTES,
+        void_after: float = DEFAULT_VOID_AFTER_SECONDS,
     ) -> None:
         # A read-only store (bulk jobs, whose role may only read) sees expired streams as
         # clients do, but leaves reaping them to the server and the collector.
@@ -136,9 +121,13 @@ class DynamoStore:
         self.renew_fraction = renew_fraction
         self.write_deadline = write_deadline
         self.clock = clock
-        self._sleep = sleep
-        self._turns = _StreamTurns()
-        self._recent = RecentWrites()
+        self.sleep = sleep
+        # Shared with the append path (`core.storage._append`): turns of this process's
+        # writers of a stream, what this process last committed, settling pending ranges.
+        self.turns = _StreamTurns()
+        self.recent = RecentWrites()
+        self.settler = Settler(dynamodb, table, clock, void_after)
+        self.appender = Appender(self)
         self.telemetry: Telemetry = telemetry or NoTelemetry()
         for client in (dynamodb, s3):
             when_made(
@@ -148,9 +137,14 @@ class DynamoStore:
     # ---------------------------------------------------------------- reads of metadata
 
     def get(self, path: str) -> StreamInfo | None:
-        return self._live(self._get_raw(path))
+        """The stream as readers see it: `tail` where its readable data ends (ranges pending
+        above the published tail settled, `core.storage._settle`)."""
+        info = self.live(self._get_raw(path))
+        if info is None or info.settled:
+            return info
+        return self.settler.settle(info, publish=True)
 
-    def _live(self, info: StreamInfo | None) -> StreamInfo | None:
+    def live(self, info: StreamInfo | None) -> StreamInfo | None:
         """The stream as clients see it: an expired one is reaped on sight (soft-deleted if
         forks still read it), and so is a soft-deleted one whose last fork is gone."""
         if info is None or not self.lifecycle_due(info):
@@ -182,7 +176,7 @@ class DynamoStore:
         paths = []
         for item in response.get("Items", []):
             path = item["pk"]["S"].removeprefix(items.STREAM_PREFIX)
-            info = self._live(items.decode_stream(path, item))
+            info = self.live(items.decode_stream(path, item))
             if info is not None and not info.soft_deleted:
                 paths.append(path)
         last = response.get("LastEvaluatedKey")
@@ -203,7 +197,7 @@ class DynamoStore:
         item = response.get("Item")
         return items.decode_stream(path, item) if item else None
 
-    def _get_for_write(
+    def get_for_write(
         self, path: str, producer_id: str | None
     ) -> tuple[StreamInfo | None, dict[str, Any] | None] | None:
         """The stream item and, in the same consistent read, one producer item; None when the
@@ -258,7 +252,7 @@ class DynamoStore:
                 self._commit_create(info, spec.payload, body, source)
             except Conflict:
                 continue
-            self._recent.remember(info, None, None)
+            self.recent.remember(info, None, None)
             return CreateOutcome(CreateStatus.CREATED, info)
         raise StoreUnavailable("create kept losing races")
 
@@ -349,6 +343,9 @@ class DynamoStore:
             fork_position=position,
             inherited=source.segments_until(position) if source else (),
             renew_window=renewal_window(ttl, self.renew_fraction) if ttl is not None else 0.0,
+            ranges=1 if len(spec.payload) else 0,
+            published_ranges=1 if len(spec.payload) else 0,
+            reserved_at=now,
         )
 
     def _commit_create(
@@ -366,14 +363,15 @@ class DynamoStore:
         actions: list[dict[str, Any]] = [{"Put": put}]
         if body is not None:
             start = info.fork_position
-            actions.append({"Put": self.chunks.chunk_put(info.incarnation, start, payload, body)})
+            put = self.chunks.chunk_put(info.incarnation, start, payload, body, number=info.ranges)
+            actions.append({"Put": put})
         if source is not None:
             actions.append({"Update": self._reference(source, info.fork_position)})
         if body is not None and marks(
             info.fork_position, info.tail, info.closed, self.seal_mark_bytes
         ):
             actions.append(items.seal_mark_put(self.table, info, info.tail))
-        self._write(actions)
+        self.write(actions)
 
     def _reference(self, source: StreamInfo, position: int) -> dict[str, Any]:
         """Count one more fork on a source that is still live, as we read it."""
@@ -384,14 +382,18 @@ class DynamoStore:
             ":position": items.n(position),
             ":now": items.n(now),
         }
-        condition = "#inc = :inc AND attribute_not_exists(#del) AND #tail >= :position"
+        # At or below the readable tail, which the published tail may not have reached yet.
+        condition = (
+            "#inc = :inc AND attribute_not_exists(#del)"
+            " AND (#tail >= :position OR #rsv >= :position)"
+        )
         if source.expires_at is not None:
             condition += " AND #exp > :now"
         dead = source.oldest_live_access(now)
         if dead is not None:
             condition += " AND #acc > :dead"
             values[":dead"] = items.n(dead)
-        names = {"#inc": "inc", "#del": "del", "#tail": "tail", "#refs": "refs"}
+        names = {"#inc": "inc", "#del": "del", "#tail": "tail", "#rsv": "rsv", "#refs": "refs"}
         if source.expires_at is not None:
             names["#exp"] = "exp"
         if source.ttl_seconds is not None:
@@ -408,193 +410,9 @@ class DynamoStore:
     # ---------------------------------------------------------------- append
 
     def append(self, path: str, intent: AppendIntent, payload: Payload) -> AppendOutcome:
-        producer_id = intent.producer.producer_id if intent.producer else None
-        # What this process last committed to the stream lets a writer skip the read: the
-        # commit's conditions reject a stale guess, and only a fresh read may reject a write.
-        pending = _PendingAppend(self._recent.guess(path, producer_id))
-        for _ in self._attempts():
-            step = self._append_turn(path, intent, payload, pending)
-            if isinstance(step, AppendOutcome):
-                return step
-        raise StoreUnavailable("append kept losing races")
-
-    def _append_turn(
-        self, path: str, intent: AppendIntent, payload: Payload, pending: _PendingAppend
-    ) -> AppendOutcome | _Retry:
-        """One attempt, in this stream's turn. Writers to one stream in this process take
-        turns: they would only lose races to each other. Correctness still rests on the
-        conditional commit, not on this lock, since other processes (other Lambda instances)
-        append to the same stream. A throttled read backs off outside the turn, so other
-        writers of the stream carry on meanwhile."""
-        for throttled in range(_MAX_THROTTLED_READS + 1):
-            with self._turns.turn(path):
-                step = self._append_once(path, intent, payload, pending)
-            if step is not _Retry.THROTTLED:
-                return step
-            if throttled < _MAX_THROTTLED_READS:
-                self.telemetry.count(Metric.AWS_THROTTLES)
-                self._sleep(0.025 * 2**throttled)
-        raise StoreUnavailable("reads of the stream kept being throttled")
-
-    def _append_once(
-        self, path: str, intent: AppendIntent, payload: Payload, pending: _PendingAppend
-    ) -> AppendOutcome | _Retry:
-        producer_id = intent.producer.producer_id if intent.producer else None
-        if pending.guess is not None:
-            (info, producer), pending.guess = pending.guess, None
-            fresh = False
-        else:
-            read = self._get_for_write(path, producer_id)
-            if read is None:
-                return _Retry.THROTTLED
-            raw, producer_item = read
-            live = self._live(raw)
-            if live is None:
-                self._recent.forget(path)
-                return AppendOutcome(Presence.NOT_FOUND)
-            if live.soft_deleted:
-                return AppendOutcome(Presence.GONE)
-            info, producer = live, items.decode_producer(producer_item, live.incarnation)
-            fresh = True
-        decision = decide_append(
-            WriteState(
-                content_type=info.content_type,
-                closed=info.closed,
-                closed_by=info.closed_by,
-                last_stream_seq=info.last_stream_seq,
-                producer=producer,
-            ),
-            intent,
-        )
-        if not decision.commits:
-            if not fresh:
-                return _Retry.CONFLICT
-            reported = decision.producer.state if decision.producer else None
-            return AppendOutcome(Presence.FOUND, decision, info, reported)
-        pending.body = self.chunks.body_for(info.incarnation, payload, pending.body)
-        new_producer = decision.producer.state if decision.producer else None
-        after = self._appended(info, intent, payload)
-        try:
-            self._commit_append(info, after, payload, pending.body, intent, producer, new_producer)
-        except Conflict:
-            return _Retry.CONFLICT
-        self._recent.remember(after, producer_id, new_producer)
-        return AppendOutcome(Presence.FOUND, decision, after, new_producer)
-
-    def _appended(self, info: StreamInfo, intent: AppendIntent, payload: Payload) -> StreamInfo:
-        return replace(
-            info,
-            tail=info.tail + len(payload),
-            closed=info.closed or intent.close,
-            closed_by=intent.producer if intent.close else info.closed_by,
-            last_stream_seq=intent.stream_seq or info.last_stream_seq,
-            # Never before the access already recorded (another instance's clock, or ours).
-            last_access=max(self.clock(), info.last_access),
-        )
-
-    def _commit_append(
-        self,
-        before: StreamInfo,
-        after: StreamInfo,
-        payload: Payload,
-        body: StoredBody | None,
-        intent: AppendIntent,
-        producer_before: ProducerState | None,
-        producer_after: ProducerState | None,
-    ) -> None:
-        sets = ["#tail = :tail", "#acc = :acc"]
-        values: dict[str, Any] = {
-            ":tail": items.n(after.tail),
-            ":acc": items.n(after.last_access),
-            ":inc": items.s(before.incarnation),
-            ":old_tail": items.n(before.tail),
-            ":false": {"BOOL": False},
-        }
-        names = {"#tail": "tail", "#acc": "acc", "#inc": "inc", "#closed": "closed", "#del": "del"}
-        if intent.close:
-            sets.append("#closed = :true")
-            values[":true"] = {"BOOL": True}
-            if intent.producer is not None:
-                sets.append("#cb = :cb")
-                names["#cb"] = "cb"
-                values[":cb"] = items.encode_claim(intent.producer)
-        if intent.stream_seq is not None:
-            sets.append("#sseq = :sseq")
-            names["#sseq"] = "sseq"
-            values[":sseq"] = items.s(intent.stream_seq)
-        # The access time only moves forward: a renewal that landed after our read must not
-        # be undone (that could expire the stream before its last read plus the TTL).
-        condition = (
-            "#inc = :inc AND #tail = :old_tail AND #closed = :false AND attribute_not_exists(#del)"
-            " AND #acc <= :acc"
-        )
-        # Not expired (the decision may rest on a remembered, not a fresh, snapshot).
-        if before.expires_at is not None:
-            condition += " AND #exp > :now"
-            names["#exp"] = "exp"
-            values[":now"] = items.n(after.last_access)
-        dead = before.oldest_live_access(after.last_access)
-        if dead is not None:
-            condition += " AND #acc > :dead"
-            values[":dead"] = items.n(dead)
-        update = {
-            "TableName": self.table,
-            "Key": items.stream_key(before.path),
-            "UpdateExpression": "SET " + ", ".join(sets),
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-        }
-        actions: list[dict[str, Any]] = [{"Update": update}]
-        if body is not None:
-            actions.append(
-                {"Put": self.chunks.chunk_put(before.incarnation, before.tail, payload, body)}
-            )
-        if intent.producer is not None and producer_after is not None:
-            actions.append(
-                {
-                    "Put": self._producer_put(
-                        before, intent.producer.producer_id, producer_before, producer_after
-                    )
-                }
-            )
-        if marks(before.tail, after.tail, intent.close, self.seal_mark_bytes):
-            actions.append(items.seal_mark_put(self.table, before, after.tail))
-        if len(actions) == 1:
-            self._update_single(update)
-        else:
-            self._write(actions)
-
-    def _producer_put(
-        self,
-        info: StreamInfo,
-        producer_id: str,
-        before: ProducerState | None,
-        after: ProducerState,
-    ) -> dict[str, Any]:
-        put: dict[str, Any] = {
-            "TableName": self.table,
-            "Item": {
-                **items.producer_key(info.path, producer_id),
-                "inc": items.s(info.incarnation),
-                "ep": items.n(after.epoch),
-                "sq": items.n(after.last_seq),
-            },
-            "ExpressionAttributeNames": {"#inc": "inc"},
-        }
-        if before is None:
-            # Absent, or left over from an earlier incarnation of this path.
-            put["ConditionExpression"] = "attribute_not_exists(pk) OR #inc <> :inc"
-            put["ExpressionAttributeValues"] = {":inc": items.s(info.incarnation)}
-        else:
-            put["ConditionExpression"] = "#inc = :inc AND #ep = :ep AND #sq = :sq"
-            put["ExpressionAttributeNames"].update({"#ep": "ep", "#sq": "sq"})
-            put["ExpressionAttributeValues"] = {
-                ":inc": items.s(info.incarnation),
-                ":ep": items.n(before.epoch),
-                ":sq": items.n(before.last_seq),
-            }
-        return put
+        """See `core.storage._append`: direct commits for streams one writer appends to,
+        reserved ranges for streams several do."""
+        return self.appender.append(path, intent, payload)
 
     # ---------------------------------------------------------------- data
 
@@ -634,10 +452,10 @@ class DynamoStore:
     # ---------------------------------------------------------------- delete and lifecycle
 
     def delete(self, path: str) -> Presence:
-        self._recent.forget(path)
+        self.recent.forget(path)
         for _ in self._attempts():
             raw = self._get_raw(path)
-            info = self._live(raw)
+            info = self.live(raw)
             if info is None:
                 return Presence.NOT_FOUND
             if info.soft_deleted:
@@ -698,7 +516,7 @@ class DynamoStore:
     def _hard_delete(self, info: StreamInfo) -> None:
         """Remove an unreferenced stream, retire its data and release its source; then, if
         that source was soft-deleted and this was its last fork, remove it too (cascade)."""
-        self._write(
+        self.write(
             [
                 {
                     "Delete": {
@@ -781,10 +599,10 @@ class DynamoStore:
                 self.telemetry.count(Metric.CONDITIONAL_WRITE_RETRIES)
             yield attempt
             attempt += 1
-            if attempt > 3:
-                self._sleep(min(0.05, 0.002 * attempt))
+            if attempt > 3:  # jittered, so that writers that collided do not again
+                self.sleep(random.uniform(0, min(0.05, 0.002 * attempt)))
 
-    def _write(self, actions: list[dict[str, Any]]) -> None:
+    def write(self, actions: list[dict[str, Any]]) -> None:
         """One atomic commit. The request token makes botocore's own retries of a timed-out
         attempt idempotent, so a transport retry can never apply the same commit twice."""
         call(

@@ -47,6 +47,29 @@ class StreamInfo:
     renew_window: float = 0.0
     # Where the sealed part of its own data ends, as the sealer last recorded it (a hint).
     sealed: int = 0
+    # Reserved ranges (`core.storage._ranges`). `tail` is where readable data ends; the item
+    # stores a published tail at or below it (None: the same), and the reserved end at or
+    # above it (None: the published tail), with the number of ranges allocated up to each.
+    published: int | None = None
+    reserved: int | None = None
+    ranges: int = 0
+    published_ranges: int = 0
+    reserved_at: float = 0.0  # when the last range was reserved (Unix seconds)
+    counted: bool = True  # the item holds the range counters (items older than them do not)
+    held_until: float = 0.0  # a direct commit waiting: no range may be reserved until then
+
+    @property
+    def published_tail(self) -> int:
+        return self.tail if self.published is None else self.published
+
+    @property
+    def reserved_end(self) -> int:
+        return self.published_tail if self.reserved is None else self.reserved
+
+    @property
+    def settled(self) -> bool:
+        """No range is pending above the published tail: all of it is readable."""
+        return self.reserved_end == self.published_tail
 
     def expiry_time(self) -> float | None:
         candidates = []

@@ -28,7 +28,7 @@ import logging
 import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -46,6 +46,10 @@ from .model import StoreUnavailable, StreamInfo
 DELETE_THREADS = 8
 # Plans made afresh after a lost race, before a stream is left for the next run.
 _ATTEMPTS = 3
+# Runs sealed in one go: each ends where the plan's bound or a void chunk does.
+_MAX_RUNS = 64
+# A range's claim is kept this long after it was written (see `Sealer._forget_claims`).
+CLAIM_GRACE_SECONDS = 3600.0
 logger = logging.getLogger("dsaws.sealer")
 
 
@@ -167,7 +171,9 @@ class Sealer:
         changing its items (each lost race lists them again and plans afresh)."""
         if self.store.lifecycle_due(info):
             return True  # expired or released: the reaper and the collector take it from here
-        for _ in range(_ATTEMPTS):
+        report.items_deleted += self._forget_claims(info)
+        lost, sealed_any = 0, False
+        for _ in range(_MAX_RUNS):
             decided = plan(
                 list(self._stored(info.incarnation)),
                 info.fork_position,
@@ -181,18 +187,28 @@ class Sealer:
                 sealed_to = self._seal_run(info, decided.run, report)
             if sealed_to > info.sealed:
                 self._record_frontier(info, sealed_to)
-            if sealed_to >= decided.sealed_to:
-                report.streams_sealed += 1 if decided.run else 0
+                info = replace(info, sealed=sealed_to)
+            if sealed_to < decided.sealed_to:
+                lost += 1  # another sealer changed the items: plan afresh
+                if lost >= _ATTEMPTS:
+                    return False
+                continue
+            sealed_any = sealed_any or bool(decided.run)
+            if not decided.more:  # a run that ended at a void chunk: seal on past it
+                report.streams_sealed += 1 if sealed_any else 0
                 return True
-        return False
+        return True
 
     def _stored(self, incarnation: str) -> Iterator[Stored]:
         request: dict[str, Any] = {
             "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": items.s(items.chunk_partition(incarnation))},
-            "ProjectionExpression": "sk, #st, #k, #pg",
-            "ExpressionAttributeNames": {"#st": "st", "#k": "k", "#pg": "pg"},
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :chunks)",
+            "ExpressionAttributeValues": {
+                ":pk": items.s(items.chunk_partition(incarnation)),
+                ":chunks": items.s("c#"),
+            },
+            "ProjectionExpression": "sk, #st, #k, #pg, #v",
+            "ExpressionAttributeNames": {"#st": "st", "#k": "k", "#pg": "pg", "#v": "v"},
             "ConsistentRead": True,
         }
         for item in each_item(self.dynamodb.query, request):
@@ -201,6 +217,7 @@ class Sealer:
                 end=int(item["sk"]["S"].removeprefix("c#")),
                 sealed="pg" in item,
                 key=item["k"]["S"] if "k" in item else None,
+                void=bool(item.get("v", {}).get("BOOL", False)),
             )
 
     def _seal_run(self, info: StreamInfo, run: tuple[Stored, ...], report: SealReport) -> int:
@@ -287,6 +304,35 @@ class Sealer:
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )
+
+    def _forget_claims(self, info: StreamInfo) -> int:
+        """Claims of reserved ranges (`core.storage._ranges`) are needed while a fill or a
+        void of the range may still be tried. Once the range is below the published tail and
+        its claim is older than `CLAIM_GRACE_SECONDS` (far longer than any write may take to
+        land), neither can: the claim goes."""
+        if info.published_ranges <= 0:
+            return 0
+        cutoff = self.store.clock() - CLAIM_GRACE_SECONDS
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :last",
+            "FilterExpression": "#at < :cutoff",
+            "ExpressionAttributeNames": {"#at": "at"},
+            "ExpressionAttributeValues": {
+                ":pk": items.s(items.chunk_partition(info.incarnation)),
+                ":first": items.range_claim_key(info.incarnation, 0)["sk"],
+                ":last": items.range_claim_key(info.incarnation, info.published_ranges)["sk"],
+                ":cutoff": items.n(cutoff),
+            },
+            "ProjectionExpression": "pk, sk",
+        }
+        old = [{"pk": i["pk"], "sk": i["sk"]} for i in each_item(self.dynamodb.query, request)]
+        for start in range(0, len(old), 25):
+            batch = {self.table: [{"DeleteRequest": {"Key": k}} for k in old[start : start + 25]]}
+            while batch:
+                response = call(self.dynamodb.batch_write_item, RequestItems=batch)
+                batch = response.get("UnprocessedItems") or {}
+        return len(old)
 
     # ------------------------------------------------------------------ after sealing
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
 from ..storage import _items as items
 from ..storage.aws import Conflict, call, each_item
+from ..storage.model import StreamInfo
 from .model import (
     Ack,
     Delivery,
@@ -45,9 +46,17 @@ def _link_key(subscription: Subscription, path: str) -> items.Item:
 
 
 class SubscriptionStore:
-    def __init__(self, dynamodb: Any, table: str) -> None:
+    def __init__(
+        self,
+        dynamodb: Any,
+        table: str,
+        settle: Callable[[StreamInfo], StreamInfo] | None = None,
+    ) -> None:
+        """`settle`: where a stream's readable data ends when ranges are pending above its
+        published tail (`DynamoStore.settler.settle`); without it, the published tail."""
         self.dynamodb = dynamodb
         self.table = table
+        self.settle = settle
 
     # ------------------------------------------------------------ subscriptions
 
@@ -245,6 +254,8 @@ class SubscriptionStore:
                 path = item["pk"]["S"].removeprefix(items.STREAM_PREFIX)
                 info = items.decode_stream(path, item)
                 if not info.soft_deleted and not info.is_expired(time.time()):
+                    if not info.settled and self.settle is not None:
+                        info = self.settle(info)
                     found[path] = StreamTail(info.incarnation, info.tail)
         return found
 

@@ -79,7 +79,7 @@ def test_an_append_with_an_oversized_producer_key_commits_nothing(backend: Backe
     and neither the data nor the tail of that append appear."""
     store = backend.store
     store.create("s", CreateSpec("text/plain"))
-    store._recent.forget("s")
+    store.recent.forget("s")
     claim = ProducerClaim("p" * 1100, 0, 0)
     with pytest.raises(ValueError, match="sort key over 1024 bytes"):
         store.append("s", AppendIntent("text/plain", True, False, producer=claim), Payload(b"x"))

@@ -97,7 +97,7 @@ def test_recreate_between_upload_and_commit(
     """The path is deleted and recreated after the body went to S3 but before the commit."""
     one, two = instance(backend), instance(backend)
     one.create("s", CreateSpec(content_type))
-    one._recent.forget("s")  # the append reads first: the race is after that read
+    one.recent.forget("s")  # the append reads first: the race is after that read
     original: Callable[..., Any] = one.chunks.store_body
     raced = []
 

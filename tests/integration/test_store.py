@@ -425,7 +425,7 @@ def test_a_throttled_read_backs_off_without_holding_up_other_writers(backend: Ba
     assert waited == [True, True], "the other writer waited for the throttled one's backoff"
     assert results[0].decision.verdict is Verdict.COMMIT
     assert read_all(store, "s") == b"plain,p0,"
-    assert store._turns.active() == 0, "a finished writer left its turn behind"
+    assert store.turns.active() == 0, "a finished writer left its turn behind"
 
 
 def test_reads_throttled_past_the_budget_surface_as_unavailable(backend: Backend) -> None:
@@ -454,14 +454,14 @@ def test_an_append_never_moves_the_access_time_back(backend: Backend) -> None:
     writer.create("t", spec(ttl=10))  # renewal window 1 s
     started = clock.now
     clock.now = started + 5
-    commit = writer._commit_append
+    commit = writer.appender._commit_direct
 
     def commit_after_a_read_elsewhere(*args: Any, **kwargs: Any) -> None:
         clock.now = started + 7
         reader.renew(reader.get("t"))  # type: ignore[arg-type]
         commit(*args, **kwargs)
 
-    writer._commit_append = commit_after_a_read_elsewhere  # type: ignore[method-assign]
+    writer.appender._commit_direct = commit_after_a_read_elsewhere  # type: ignore[method-assign]
     assert writer.append("t", *plain(b"x")).decision.verdict is Verdict.COMMIT  # type: ignore[union-attr]
     clock.now = started + 16.9
     assert reader.get("t") is not None, "expired before the read at 7 s plus the TTL"
@@ -477,7 +477,7 @@ def test_a_create_whose_answer_was_lost_reports_that_it_created(
     from core.storage.aws import Conflict
 
     store = store_on(backend)
-    real_write = store._write
+    real_write = store.write
     calls = []
 
     def write_then_lose_the_answer(actions: list[dict[str, Any]]) -> None:
@@ -486,7 +486,7 @@ def test_a_create_whose_answer_was_lost_reports_that_it_created(
         if len(calls) == 1:
             raise Conflict("the retry met the write it repeats")
 
-    monkeypatch.setattr(store, "_write", write_then_lose_the_answer)
+    monkeypatch.setattr(store, "write", write_then_lose_the_answer)
     outcome = store.create("lost", spec(payload=Payload(body)))
     assert outcome.status is CreateStatus.CREATED
     assert len(calls) == 1

@@ -115,3 +115,30 @@ def test_commits_mark_a_stream_each_quantum_and_on_close(
 def test_policy_sizes_must_be_positive() -> None:
     with pytest.raises(ValueError):
         SealPolicy(segment_bytes=0)
+
+
+def void(start: int, end: int) -> Stored:
+    return Stored(start, end, sealed=False, void=True)
+
+
+def test_a_segment_never_spans_a_void_chunk() -> None:
+    """A void chunk (a reserved range that holds nothing) ends a run; the next plan seals
+    what follows it, and a void counts as nothing left to seal."""
+    stored = [*chunks(0, 10, 20), void(20, 35), *chunks(35, 50, 60)]
+    decided = plan(stored, origin=0, tail=60, closed=True, policy=POLICY)
+    assert span(decided.run) == (0, 20) and decided.more
+    after = [segment(0, 20), void(20, 35), *chunks(35, 50, 60)]
+    decided = plan(after, origin=0, tail=60, closed=True, policy=POLICY)
+    assert span(decided.run) == (35, 60) and not decided.more
+    sealed = [segment(0, 20), void(20, 35), segment(35, 60)]
+    decided = plan(sealed, origin=0, tail=60, closed=True, policy=POLICY)
+    assert decided.run == () and decided.sealed_to == 60
+
+
+def test_a_short_segment_before_a_void_is_not_grown_across_it() -> None:
+    stored = [segment(0, 10), void(10, 20), *chunks(20, 30)]
+    decided = plan(stored, origin=0, tail=30, closed=True, policy=POLICY)
+    assert span(decided.run) == (20, 30)
+    stored = [void(0, 5), *chunks(5, 30)]
+    decided = plan(stored, origin=0, tail=30, closed=True, policy=POLICY)
+    assert span(decided.run) == (5, 30)

@@ -1,0 +1,774 @@
+"""The append path: two ways to commit, chosen per stream by how contended it is.
+
+**Direct** (a stream one writer appends to, and every close and Stream-Seq append): the
+writer knows the stream's state (remembered from its last commit, or read) and commits data,
+tail, producer state and closure in one transaction conditioned on that exact state. Warm,
+that is one call per append. Two writers of one stream race: only one wins per tail value,
+and every loser's call is wasted.
+
+**Reserved** (a stream several writers append to): the writer first reserves its byte range,
+one `UpdateItem` adding its length to the stream's reserved end and one to its range count
+(conditioned only on what rarely changes: incarnation, not closed, not deleted, not expired),
+which answers the range [end - length, end) and its number n. Then it fills the range: one
+transaction writing its chunk at `c#<end>`, the claim `b#<n>` (which fails if the range was
+voided), and its producer state with conditions derived from the request itself (seq n - 1 of
+the same epoch, stored at or below the range's start: pipelined requests that reserved out of
+order never reorder a producer's data). Two calls per append whatever the number of writers,
+and no call is lost to a race. A range is readable once every range below it is filled or
+void (`core.storage._settle`); a writer that dies between its two calls leaves a pending range
+that readers void after `DEFAULT_VOID_AFTER_SECONDS`, and a late fill of a voided range fails
+on its claim, so it can never appear inside a void.
+
+A writer starts direct; when a direct commit loses a race it switches to reserved for that
+stream, and stays while reservations show other writers (its range number more than one past
+its previous one), for `RecentWrites.hot_seconds`. Closes and Stream-Seq appends are always
+direct: their
+conditions must hold at the moment their data commits. A direct commit needs nothing pending
+(the published tail equal to the reserved end), so it settles pending ranges first, waiting
+(with jittered backoff) while they are being filled.
+
+Inside one process, writers of one stream take turns for direct commits (they would only
+lose races to each other); the remembered state is read inside the turn. A producer's
+pipelined requests are applied in sequence order (`ProducerOrder`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from ..protocol.append import AppendDecision, AppendIntent, Verdict, WriteState, decide_append
+from ..protocol.producer import ProducerDecision, ProducerOutcome, ProducerState
+from ..telemetry import Metric
+from . import _items as items
+from ._chunks import StoredBody
+from ._seal_plan import marks
+from ._settle import claim_put
+from .aws import Conflict, call
+from .model import AppendOutcome, Payload, Presence, StoreUnavailable, StreamInfo
+
+if TYPE_CHECKING:
+    from .dynamo import DynamoStore
+
+# Consecutive throttled reads one append sits out (backing off 25 ms, 50 ms, ... 3.2 s).
+_MAX_THROTTLED_READS = 8
+# Every this many ranges (by number), the writer of the range settles and publishes the tail,
+# so readers never have many ranges to look at above it.
+PUBLISH_EVERY = 8
+# A producer request that finds its predecessor not stored yet waits this long for it (a
+# pipelining producer whose requests reached different instances out of order).
+SEQUENCE_WAIT_SECONDS = 1.0
+# How far ahead of the last stored seq a request still waits for its predecessors here.
+_PIPELINE_DEPTH = 64
+# Verdicts after which a producer's state is known to be stored.
+_STORED = frozenset({Verdict.COMMIT, Verdict.DUPLICATE})
+
+
+class _Mode(Enum):
+    DIRECT = "direct"
+    RESERVED = "reserved"
+
+
+class _Retry(Enum):
+    """Why an append attempt did not finish."""
+
+    CONFLICT = "conflict"  # a lost race or a stale memory: decide again, at once
+    THROTTLED = "throttled"  # the read was throttled: back off, then retry
+    BUSY = "busy"  # ranges are being filled below: back off a little, then look again
+
+
+@dataclass
+class _Known:
+    info: StreamInfo
+    producer: ProducerState | None
+    fresh: bool  # read (or found by a failed condition) in this append, not remembered
+
+
+@dataclass
+class _Attempt:
+    """What one append carries from attempt to attempt."""
+
+    mode: _Mode
+    known: _Known | None = None
+    guessed: bool = False  # memory was consulted: from now on the stream is read
+    body: StoredBody | None = None
+    waited_for_sequence: bool = False
+    held_until: float | None = None  # this append holds reservations off until then
+
+
+def reservable(intent: AppendIntent) -> bool:
+    """Whether an append may reserve its range: not a close, not Stream-Seq, and with data."""
+    return not intent.close and intent.stream_seq is None and intent.has_body
+
+
+class ProducerOrder:
+    """A producer's requests to one stream, in this process, applied in sequence order: a
+    request whose predecessors are in flight (pipelined) waits for them, instead of being
+    refused for a gap that only the order of arrival made."""
+
+    def __init__(self) -> None:
+        self._done = threading.Condition()
+        self._last: dict[tuple[str, str], tuple[int, int]] = {}  # (path, id) -> (epoch, seq)
+
+    def wait_turn(self, path: str, producer_id: str, epoch: int, seq: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self._done:
+            while True:
+                last = self._last.get((path, producer_id))
+                if last is None or last[0] != epoch or last[1] >= seq - 1:
+                    return
+                if seq - 1 - last[1] > _PIPELINE_DEPTH:
+                    return  # not a pipeline: a real gap, for the decision to refuse
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._done.wait(remaining):
+                    return
+
+    def stored(self, path: str, producer_id: str, state: ProducerState) -> None:
+        with self._done:
+            key = (path, producer_id)
+            last = self._last.get(key)
+            if last is None or (state.epoch, state.last_seq) > last:
+                self._last[key] = (state.epoch, state.last_seq)
+                if len(self._last) > 65536:
+                    self._last.pop(next(iter(self._last)))
+            self._done.notify_all()
+
+
+class Appender:
+    """Appends for a `DynamoStore` (which it shares clients, memory and settings with)."""
+
+    def __init__(self, store: DynamoStore) -> None:
+        self.store = store
+        self.order = ProducerOrder()
+
+    # ---------------------------------------------------------------- the loop
+
+    def append(self, path: str, intent: AppendIntent, payload: Payload) -> AppendOutcome:
+        store = self.store
+        producer = intent.producer
+        if producer is not None:
+            self.order.wait_turn(
+                path, producer.producer_id, producer.epoch, producer.seq, store.write_deadline
+            )
+        hot = reservable(intent) and store.recent.hot(path)
+        attempt = _Attempt(_Mode.RESERVED if hot else _Mode.DIRECT)
+        throttled = busy = 0
+        for number in self._attempts():
+            if attempt.mode is _Mode.DIRECT:
+                with store.turns.turn(path):  # memory is read inside the turn
+                    step = self._direct(path, intent, payload, attempt)
+            else:
+                step = self._reserved(path, intent, payload, attempt)
+            if isinstance(step, AppendOutcome):
+                self._note_producer(path, intent, step)
+                return step
+            if step is _Retry.THROTTLED:
+                if throttled >= _MAX_THROTTLED_READS:
+                    raise StoreUnavailable("reads of the stream kept being throttled")
+                store.telemetry.count(Metric.AWS_THROTTLES)
+                store.sleep(0.025 * 2**throttled)
+                throttled += 1
+            elif step is _Retry.BUSY:
+                busy += 1
+                self._pause(busy)
+            elif number >= 2:
+                self._pause(number - 1)
+        raise StoreUnavailable("append kept losing races")
+
+    def _attempts(self) -> Iterator[int]:
+        deadline = time.monotonic() + self.store.write_deadline
+        number = 0
+        while time.monotonic() < deadline:
+            if number:
+                self.store.telemetry.count(Metric.CONDITIONAL_WRITE_RETRIES)
+            yield number
+            number += 1
+
+    def _pause(self, number: int) -> None:
+        """Full jitter: a random wait up to a cap that doubles each time (4 ms, 8 ms, ...
+        256 ms), so writers that collided do not collide again in step."""
+        self.store.sleep(random.uniform(0, min(0.256, 0.004 * 2**number)))
+
+    def _note_producer(self, path: str, intent: AppendIntent, outcome: AppendOutcome) -> None:
+        stored = outcome.decision is not None and outcome.decision.verdict in _STORED
+        if intent.producer is not None and outcome.producer is not None and stored:
+            self.order.stored(path, intent.producer.producer_id, outcome.producer)
+
+    # ---------------------------------------------------------------- what is known
+
+    def _know(
+        self, path: str, intent: AppendIntent, attempt: _Attempt
+    ) -> _Known | AppendOutcome | _Retry:
+        """The stream (and producer) state to decide on: found by the last attempt, else
+        remembered, else read."""
+        store = self.store
+        producer_id = intent.producer.producer_id if intent.producer else None
+        if attempt.known is not None:
+            known, attempt.known = attempt.known, None
+            return known
+        if not attempt.guessed:
+            attempt.guessed = True
+            guess = store.recent.guess(path, producer_id)
+            if guess is not None:
+                return _Known(guess[0], guess[1], fresh=False)
+        read = store.get_for_write(path, producer_id)
+        if read is None:
+            return _Retry.THROTTLED
+        raw, producer_item = read
+        live = store.live(raw)
+        if live is None:
+            store.recent.forget(path)
+            return AppendOutcome(Presence.NOT_FOUND)
+        if live.soft_deleted:
+            return AppendOutcome(Presence.GONE)
+        return _Known(live, items.decode_producer(producer_item, live.incarnation), fresh=True)
+
+    # ---------------------------------------------------------------- direct
+
+    def _direct(
+        self, path: str, intent: AppendIntent, payload: Payload, attempt: _Attempt
+    ) -> AppendOutcome | _Retry:
+        store = self.store
+        known = self._know(path, intent, attempt)
+        if not isinstance(known, _Known):
+            return known
+        info = known.info
+        if not info.settled:
+            joinable = reservable(intent) and info.counted
+            if joinable and store.recent.hot(path):
+                attempt.mode = _Mode.RESERVED  # others are reserving: join them
+                attempt.known = known
+                return _Retry.CONFLICT
+            if not known.fresh:
+                return _Retry.CONFLICT  # read it, then settle what is pending
+            info = store.settler.settle(info, publish=True)
+            if not info.settled:
+                if joinable:
+                    attempt.mode = _Mode.RESERVED
+                    attempt.known = _Known(info, None, fresh=True)
+                    return _Retry.CONFLICT
+                # A close or a Stream-Seq append: new ranges are held off while the pending
+                # ones are filled (or voided), or a busy stream would never be settled.
+                if attempt.held_until is None and not info.closed:
+                    attempt.held_until = self._hold(info)
+                return _Retry.BUSY
+            known = _Known(info, known.producer, fresh=True)
+        decision = decide_append(_write_state(info, known.producer), intent)
+        if not decision.commits:
+            if not known.fresh:
+                return _Retry.CONFLICT
+            self._release(info, attempt)
+            reported = decision.producer.state if decision.producer else None
+            return AppendOutcome(Presence.FOUND, decision, info, reported)
+        attempt.body = store.chunks.body_for(info.incarnation, payload, attempt.body)
+        new_producer = decision.producer.state if decision.producer else None
+        after = self._appended(info, intent, payload)
+        try:
+            self._commit_direct(
+                info,
+                after,
+                payload,
+                attempt.body,
+                intent,
+                known,
+                new_producer,
+                holding=attempt.held_until is not None,
+            )
+        except Conflict as conflict:
+            return self._direct_lost(path, intent, info, conflict, attempt)
+        producer_id = intent.producer.producer_id if intent.producer else None
+        store.recent.remember(after, producer_id, new_producer)
+        return AppendOutcome(Presence.FOUND, decision, after, new_producer)
+
+    def _hold(self, info: StreamInfo) -> float | None:
+        """Hold new reservations off (for `DEFAULT_VOID_AFTER_SECONDS` at most: a holder
+        that dies holds nothing up for longer); the time it ends, or None if refused."""
+        store = self.store
+        until = store.clock() + store.settler.void_after
+        try:
+            call(
+                store.dynamodb.update_item,
+                TableName=store.table,
+                Key=items.stream_key(info.path),
+                UpdateExpression="SET #hold = :until",
+                ConditionExpression=(
+                    "#inc = :inc AND #closed = :false AND attribute_not_exists(#del)"
+                ),
+                ExpressionAttributeNames={
+                    "#hold": "hold",
+                    "#inc": "inc",
+                    "#closed": "closed",
+                    "#del": "del",
+                },
+                ExpressionAttributeValues={
+                    ":until": items.n(until),
+                    ":inc": items.s(info.incarnation),
+                    ":false": {"BOOL": False},
+                },
+            )
+        except Conflict:
+            return None
+        return until
+
+    def _release(self, info: StreamInfo, attempt: _Attempt) -> None:
+        """Lift this append's hold, if it placed one and no commit lifted it since."""
+        if attempt.held_until is None:
+            return
+        until, attempt.held_until = attempt.held_until, None
+        store = self.store
+        with contextlib.suppress(Conflict):
+            call(
+                store.dynamodb.update_item,
+                TableName=store.table,
+                Key=items.stream_key(info.path),
+                UpdateExpression="REMOVE #hold",
+                ConditionExpression="#hold = :until",
+                ExpressionAttributeNames={"#hold": "hold"},
+                ExpressionAttributeValues={":until": items.n(until)},
+            )
+
+    def _direct_lost(
+        self,
+        path: str,
+        intent: AppendIntent,
+        assumed: StreamInfo,
+        conflict: Conflict,
+        attempt: _Attempt,
+    ) -> _Retry:
+        """A direct commit's condition failed: the stream as it is now (the failed condition
+        shows it) is decided on next, without a read; another writer's commit makes this one
+        reserve from now on."""
+        store = self.store
+        found = conflict.found(0) or conflict.item
+        if found is None:
+            return _Retry.CONFLICT
+        current = store.live(items.decode_stream(path, found))
+        if current is None or current.soft_deleted:
+            return _Retry.CONFLICT  # the next attempt reads, and answers 404 or 410
+        others_wrote = current.incarnation == assumed.incarnation and (
+            current.reserved_end != assumed.reserved_end or current.ranges != assumed.ranges
+        )
+        if others_wrote and reservable(intent):
+            store.recent.mark_hot(path)
+            attempt.mode = _Mode.RESERVED
+        if intent.producer is None:
+            attempt.known = _Known(current, None, fresh=True)
+        return _Retry.CONFLICT
+
+    def _appended(self, info: StreamInfo, intent: AppendIntent, payload: Payload) -> StreamInfo:
+        tail = info.tail + len(payload)
+        number = info.ranges + (1 if len(payload) else 0)
+        return replace(
+            info,
+            tail=tail,
+            published=tail,
+            reserved=tail,
+            ranges=number,
+            published_ranges=number,
+            counted=True,
+            closed=info.closed or intent.close,
+            closed_by=intent.producer if intent.close else info.closed_by,
+            last_stream_seq=intent.stream_seq or info.last_stream_seq,
+            # Never before the access already recorded (another instance's clock, or ours).
+            last_access=max(self.store.clock(), info.last_access),
+        )
+
+    def _commit_direct(
+        self,
+        before: StreamInfo,
+        after: StreamInfo,
+        payload: Payload,
+        body: StoredBody | None,
+        intent: AppendIntent,
+        known: _Known,
+        producer_after: ProducerState | None,
+        holding: bool = False,
+    ) -> None:
+        store = self.store
+        sets = [
+            "#tail = :tail",
+            "#rsv = :tail",
+            "#rn = :rn",
+            "#tn = :rn",
+            "#acc = :acc",
+        ]
+        values: dict[str, Any] = {
+            ":tail": items.n(after.tail),
+            ":rn": items.n(after.ranges),
+            ":acc": items.n(after.last_access),
+            ":inc": items.s(before.incarnation),
+            ":old_tail": items.n(before.tail),
+            ":false": {"BOOL": False},
+        }
+        names = {
+            "#tail": "tail",
+            "#rsv": "rsv",
+            "#rn": "rn",
+            "#tn": "tn",
+            "#acc": "acc",
+            "#inc": "inc",
+            "#closed": "closed",
+            "#del": "del",
+        }
+        if intent.close:
+            sets.append("#closed = :true")
+            values[":true"] = {"BOOL": True}
+            if intent.producer is not None:
+                sets.append("#cb = :cb")
+                names["#cb"] = "cb"
+                values[":cb"] = items.encode_claim(intent.producer)
+        if intent.stream_seq is not None:
+            sets.append("#sseq = :sseq")
+            names["#sseq"] = "sseq"
+            values[":sseq"] = items.s(intent.stream_seq)
+        # Exactly the state decided on: this tail, nothing reserved above it, these ranges.
+        # The access time only moves forward: a renewal that landed after our read must not
+        # be undone (that could expire the stream before its last read plus the TTL).
+        condition = (
+            "#inc = :inc AND #tail = :old_tail AND #closed = :false AND attribute_not_exists(#del)"
+            " AND #acc <= :acc"
+        )
+        if before.counted:
+            condition += " AND #rsv = :old_tail AND #rn = :old_rn"
+            values[":old_rn"] = items.n(before.ranges)
+        else:  # an item written before ranges were counted: counted from now on
+            condition += " AND attribute_not_exists(#rn)"
+        # Not expired (the decision may rest on a remembered, not a fresh, snapshot).
+        if before.expires_at is not None:
+            condition += " AND #exp > :now"
+            names["#exp"] = "exp"
+            values[":now"] = items.n(after.last_access)
+        dead = before.oldest_live_access(after.last_access)
+        if dead is not None:
+            condition += " AND #acc > :dead"
+            values[":dead"] = items.n(dead)
+        if holding:  # ranges may be reserved again after this commit
+            sets.append("#hold = :unheld")
+            names["#hold"] = "hold"
+            values[":unheld"] = items.n(0)
+        update = {
+            "TableName": store.table,
+            "Key": items.stream_key(before.path),
+            "UpdateExpression": "SET " + ", ".join(sets),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        actions: list[dict[str, Any]] = [{"Update": update}]
+        if body is not None:
+            put = store.chunks.chunk_put(
+                before.incarnation, before.tail, payload, body, number=after.ranges
+            )
+            actions.append({"Put": put})
+        if intent.producer is not None and producer_after is not None:
+            actions.append(
+                {
+                    "Put": self._producer_put(
+                        before,
+                        intent.producer.producer_id,
+                        known.producer,
+                        producer_after,
+                        after.tail,
+                    )
+                }
+            )
+        if marks(before.tail, after.tail, intent.close, store.seal_mark_bytes):
+            actions.append(items.seal_mark_put(store.table, before, after.tail))
+        if len(actions) == 1:
+            call(store.dynamodb.update_item, **update)
+        else:
+            store.write(actions)
+
+    def _producer_put(
+        self,
+        info: StreamInfo,
+        producer_id: str,
+        before: ProducerState | None,
+        after: ProducerState,
+        end: int,
+    ) -> dict[str, Any]:
+        """The producer's new state, conditioned on the state decided on."""
+        put: dict[str, Any] = {
+            "TableName": self.store.table,
+            "Item": _producer_item(info, producer_id, after, end),
+            "ExpressionAttributeNames": {"#inc": "inc"},
+        }
+        if before is None:
+            # Absent, or left over from an earlier incarnation of this path.
+            put["ConditionExpression"] = "attribute_not_exists(pk) OR #inc <> :inc"
+            put["ExpressionAttributeValues"] = {":inc": items.s(info.incarnation)}
+        else:
+            put["ConditionExpression"] = "#inc = :inc AND #ep = :ep AND #sq = :sq"
+            put["ExpressionAttributeNames"].update({"#ep": "ep", "#sq": "sq"})
+            put["ExpressionAttributeValues"] = {
+                ":inc": items.s(info.incarnation),
+                ":ep": items.n(before.epoch),
+                ":sq": items.n(before.last_seq),
+            }
+        return put
+
+    # ---------------------------------------------------------------- reserved
+
+    def _reserved(
+        self, path: str, intent: AppendIntent, payload: Payload, attempt: _Attempt
+    ) -> AppendOutcome | _Retry:
+        store = self.store
+        known = self._know(path, intent, attempt)
+        if not isinstance(known, _Known):
+            return known
+        info = known.info
+        if not info.counted:
+            attempt.mode = _Mode.DIRECT  # the first direct commit counts its ranges
+            attempt.known = known
+            return _Retry.CONFLICT
+        # What the stream allows is decided here; what the producer allows, by the fill's
+        # conditions (its state is not read: it is where its last request left it, anywhere).
+        stream_only = replace(intent, producer=None)
+        decision = decide_append(_write_state(info, None), stream_only)
+        if not decision.commits:
+            if not known.fresh:
+                return _Retry.CONFLICT
+            return AppendOutcome(Presence.FOUND, decision, info)
+        attempt.body = store.chunks.body_for(info.incarnation, payload, attempt.body)
+        try:
+            reserved = self._reserve(info, len(payload))
+        except Conflict as conflict:
+            return self._reservation_refused(path, conflict, attempt)
+        end, number = reserved.reserved_end, reserved.ranges
+        store.recent.observe_range(path, reserved, number)
+        start = end - len(payload)
+        if store.clock() - reserved.reserved_at > store.settler.void_after / 2:
+            # Too slow to fill it before readers may void it: give it up, reserve anew.
+            store.settler.void_own(reserved, start, end, number)
+            attempt.known = _Known(reserved, None, fresh=True)
+            return _Retry.CONFLICT
+        new_producer = _claimed_state(intent)
+        try:
+            self._fill(reserved, start, payload, attempt.body, number, intent)
+        except Conflict as conflict:
+            attempt.known = _Known(reserved, None, fresh=True)
+            return self._fill_refused(reserved, start, end, number, intent, conflict, attempt)
+        after = replace(reserved, tail=end)
+        producer_id = intent.producer.producer_id if intent.producer else None
+        store.recent.remember(after, producer_id, new_producer)
+        if number % PUBLISH_EVERY == 0:
+            store.settler.settle(reserved, publish=True)
+        accepted = AppendDecision(
+            Verdict.COMMIT,
+            ProducerDecision(ProducerOutcome.ACCEPT, new_producer) if new_producer else None,
+        )
+        return AppendOutcome(Presence.FOUND, accepted, after, new_producer)
+
+    def _reserve(self, info: StreamInfo, length: int) -> StreamInfo:
+        """Add `length` to the reserved end and one to the range count; the stream as it is
+        just after (its reserved end is this range's end, its count this range's number)."""
+        store = self.store
+        now = store.clock()
+        sets = ["#rsv = #rsv + :length", "#rn = #rn + :one", "#rt = :now"]
+        names = {
+            "#rsv": "rsv",
+            "#rn": "rn",
+            "#rt": "rt",
+            "#inc": "inc",
+            "#closed": "closed",
+            "#del": "del",
+        }
+        values: dict[str, Any] = {
+            ":length": items.n(length),
+            ":one": items.n(1),
+            ":now": items.n(now),
+            ":inc": items.s(info.incarnation),
+            ":false": {"BOOL": False},
+        }
+        condition = (
+            "#inc = :inc AND #closed = :false AND attribute_not_exists(#del)"
+            " AND attribute_exists(#rsv) AND (attribute_not_exists(#hold) OR #hold < :now)"
+        )
+        names["#hold"] = "hold"
+        if info.expires_at is not None:
+            condition += " AND #exp > :now"
+            names["#exp"] = "exp"
+        if info.ttl_seconds is not None:
+            # A sliding TTL: the append renews it (the access time never moves back).
+            access = max(now, info.last_access)
+            sets.append("#acc = :acc")
+            names["#acc"] = "acc"
+            values[":acc"] = items.n(access)
+            condition += " AND #acc <= :acc"
+            dead = info.oldest_live_access(access)
+            if dead is not None:
+                condition += " AND #acc > :dead"
+                values[":dead"] = items.n(dead)
+        response = call(
+            store.dynamodb.update_item,
+            TableName=store.table,
+            Key=items.stream_key(info.path),
+            UpdateExpression="SET " + ", ".join(sets),
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        return items.decode_stream(info.path, response["Attributes"])
+
+    def _reservation_refused(self, path: str, conflict: Conflict, attempt: _Attempt) -> _Retry:
+        """The stream changed in a way that refuses reservations (closed, deleted, expired,
+        re-created, or not counted yet): decide again on the stream as the condition saw it."""
+        store = self.store
+        if conflict.item is None:
+            return _Retry.CONFLICT
+        current = store.live(items.decode_stream(path, conflict.item))
+        if current is None or current.soft_deleted:
+            return _Retry.CONFLICT
+        attempt.known = _Known(current, None, fresh=True)
+        if not current.counted:
+            attempt.mode = _Mode.DIRECT
+        elif current.held_until > store.clock() and not current.closed:
+            return _Retry.BUSY  # a close (or Stream-Seq append) waits to commit: after it
+        return _Retry.CONFLICT
+
+    def _fill(
+        self,
+        reserved: StreamInfo,
+        start: int,
+        payload: Payload,
+        body: StoredBody | None,
+        number: int,
+        intent: AppendIntent,
+    ) -> None:
+        """The range's data, its claim and the producer's new state, together."""
+        store = self.store
+        assert body is not None  # a reservable append carries data
+        inc = reserved.incarnation
+        end = start + len(payload)
+        actions: list[dict[str, Any]] = [
+            {"Put": store.chunks.chunk_put(inc, start, payload, body, number=number)},
+            _claim(store.table, inc, number, store.clock()),
+        ]
+        if intent.producer is not None:
+            actions.append({"Put": self._producer_expected(reserved, intent, start, end)})
+        if marks(start, end, False, store.seal_mark_bytes):
+            actions.append(items.seal_mark_put(store.table, reserved, end))
+        store.write(actions)
+
+    def _producer_expected(
+        self, info: StreamInfo, intent: AppendIntent, start: int, end: int
+    ) -> dict[str, Any]:
+        """The producer's new state, conditioned on what accepting this request requires:
+        its predecessor (seq - 1 of this epoch; for seq 0, an older epoch or none) stored,
+        and at or below this range, so its data keeps the order of its seqs."""
+        claim = intent.producer
+        assert claim is not None
+        after = ProducerState(claim.epoch, claim.seq)
+        names = {"#inc": "inc", "#ep": "ep", "#pe": "pe"}
+        values: dict[str, Any] = {
+            ":inc": items.s(info.incarnation),
+            ":ep": items.n(claim.epoch),
+            ":start": items.n(start),
+        }
+        ordered = "(attribute_not_exists(#pe) OR #pe <= :start)"
+        if claim.seq == 0:
+            condition = f"attribute_not_exists(pk) OR #inc <> :inc OR (#ep < :ep AND {ordered})"
+        else:
+            names["#sq"] = "sq"
+            values[":prev"] = items.n(claim.seq - 1)
+            condition = f"#inc = :inc AND #ep = :ep AND #sq = :prev AND {ordered}"
+        return {
+            "TableName": self.store.table,
+            "Item": _producer_item(info, claim.producer_id, after, end),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+    def _fill_refused(
+        self,
+        reserved: StreamInfo,
+        start: int,
+        end: int,
+        number: int,
+        intent: AppendIntent,
+        conflict: Conflict,
+        attempt: _Attempt,
+    ) -> AppendOutcome | _Retry:
+        store = self.store
+        if conflict.failed(0) or conflict.failed(1):
+            return _Retry.CONFLICT  # voided by a reader that gave up on it: reserve anew
+        if not conflict.failed(2) or intent.producer is None:
+            return _Retry.CONFLICT  # an unexpected cancellation (a transaction conflict)
+        store.settler.void_own(reserved, start, end, number)
+        state = items.decode_producer(conflict.found(2), reserved.incarnation)
+        decision = decide_append(_write_state(reserved, state), intent)
+        if decision.commits:
+            return _Retry.CONFLICT  # its predecessor landed above this range: reserve anew
+        if decision.verdict is Verdict.SEQUENCE_GAP and not attempt.waited_for_sequence:
+            attempt.waited_for_sequence = True
+            if self._await_predecessor(reserved, intent):
+                return _Retry.CONFLICT
+        reported = decision.producer.state if decision.producer else None
+        return AppendOutcome(Presence.FOUND, decision, replace(reserved, tail=start), reported)
+
+    def _await_predecessor(self, info: StreamInfo, intent: AppendIntent) -> bool:
+        """Whether the request before this producer request was stored within a short wait
+        (a pipelining producer's requests that reached instances out of order)."""
+        claim = intent.producer
+        assert claim is not None
+        store = self.store
+        deadline = time.monotonic() + SEQUENCE_WAIT_SECONDS
+        pause = 0.01
+        while time.monotonic() < deadline:
+            store.sleep(pause)
+            pause = min(pause * 2, 0.1)
+            response = call(
+                store.dynamodb.get_item,
+                TableName=store.table,
+                Key=items.producer_key(info.path, claim.producer_id),
+                ConsistentRead=True,
+            )
+            state = items.decode_producer(response.get("Item"), info.incarnation)
+            if state is not None and (state.epoch, state.last_seq) >= (
+                claim.epoch,
+                claim.seq - 1,
+            ):
+                return True
+        return False
+
+
+def _write_state(info: StreamInfo, producer: ProducerState | None) -> WriteState:
+    return WriteState(
+        content_type=info.content_type,
+        closed=info.closed,
+        closed_by=info.closed_by,
+        last_stream_seq=info.last_stream_seq,
+        producer=producer,
+    )
+
+
+def _claimed_state(intent: AppendIntent) -> ProducerState | None:
+    claim = intent.producer
+    return None if claim is None else ProducerState(claim.epoch, claim.seq)
+
+
+def _producer_item(
+    info: StreamInfo, producer_id: str, state: ProducerState, end: int
+) -> dict[str, Any]:
+    return {
+        **items.producer_key(info.path, producer_id),
+        "inc": items.s(info.incarnation),
+        "ep": items.n(state.epoch),
+        "sq": items.n(state.last_seq),
+        "pe": items.n(end),  # where its last accepted data ends
+    }
+
+
+def _claim(table: str, incarnation: str, number: int, now: float) -> dict[str, Any]:
+    return claim_put(table, incarnation, number, now, void=False)

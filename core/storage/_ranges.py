@@ -1,0 +1,111 @@
+"""Reserved ranges: which of a stream's bytes are readable, and what a stuck range needs.
+
+Appends to a hot stream reserve their byte range first (one atomic counter on the stream
+item) and fill it afterwards (their chunk item); see `core.storage.dynamo`. Above the stream's
+published tail, then, lie ranges in three states: filled (a chunk item), void (a void chunk
+item: the range holds no data, ever) and pending (reserved, neither yet). Every range has a
+number, given with its reservation, in the order of its offsets; a pending range is claimed by
+its number (`b#<n>`) when it is filled or voided, whichever comes first, so that a range is
+never both.
+
+This module is the pure part: from the items found above the published tail, where readable
+data ends and which ranges a gap there holds (`resolve`), whether a gap has waited long enough
+to be voided (`void_due`), and what a producer's state must be for a fill to store a request
+of it (`fill_accepts`: the append path writes it as a DynamoDB condition).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..protocol.headers import ProducerClaim
+from ..protocol.producer import ProducerState
+
+# A pending range older than this is voided by whoever meets it (a reader, a writer
+# publishing the tail): its writer died, or is too slow to keep readers waiting. A writer
+# never starts a fill of a range older than half of it, so a fill in flight rarely loses.
+DEFAULT_VOID_AFTER_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Placed:
+    """An item above the published tail, as far as resolution cares."""
+
+    start: int
+    end: int
+    number: int  # its range number (a void item: the highest number it voids)
+    void: bool = False
+    first_number: int | None = None  # a void item's lowest number (None: `number`)
+
+    @property
+    def lowest(self) -> int:
+        return self.number if self.first_number is None else self.first_number
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Pending ranges: bytes [start, end) and the numbers of the ranges reserved there."""
+
+    start: int
+    end: int
+    numbers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Resolution:
+    readable: int  # committed data (or voids) runs without a break up to here
+    readable_number: int  # the number of the last range below `readable`
+    gap: Gap | None  # the first pending ranges, if any
+
+
+def resolve(
+    published: int,
+    published_number: int,
+    reserved: int,
+    reserved_number: int,
+    placed: Iterable[Placed],
+) -> Resolution:
+    """Walk the items above the published tail in order of their ends: each that starts where
+    the last one ended extends the readable part; the first break is a gap of pending ranges,
+    whose numbers are those between the items around it (ranges are numbered in the order of
+    their offsets). Past the last item, up to the reserved end, lie the newest pending ranges.
+    Items that end at or below the readable end (replaced chunks a segment covers) are
+    skipped."""
+    position, number = published, published_number
+    for item in sorted(placed, key=lambda p: (p.end, p.start)):
+        if item.end <= position:
+            continue
+        if item.start > position:
+            numbers = tuple(range(number + 1, item.lowest))
+            return Resolution(position, number, Gap(position, item.start, numbers))
+        position, number = item.end, max(number, item.number)
+    if position < reserved:
+        numbers = tuple(range(number + 1, reserved_number + 1))
+        return Resolution(position, number, Gap(position, reserved, numbers))
+    return Resolution(position, number, None)
+
+
+def void_due(first_seen: float, last_reserved_at: float, now: float, after: float) -> bool:
+    """Whether a gap may be voided now: it has been seen pending for `after` seconds here, or
+    no range at all has been reserved for that long (so every pending one is that old)."""
+    return now - first_seen >= after or now - last_reserved_at >= after
+
+
+def fill_accepts(
+    stored: ProducerState | None, stored_end: int | None, claim: ProducerClaim, start: int
+) -> bool:
+    """Whether a fill at `start` may store this producer request, given the producer's stored
+    state (None: none, or another incarnation's) and where its last stored data ends: the
+    request's predecessor must be the last stored (seq - 1 of the same epoch; for seq 0, an
+    older epoch or nothing), and stored at or below `start`, so that a producer's data keeps
+    the order of its seqs whatever order their ranges were reserved in."""
+    ordered = stored_end is None or stored_end <= start
+    if claim.seq == 0:
+        return stored is None or (stored.epoch < claim.epoch and ordered)
+    return (
+        stored is not None
+        and stored.epoch == claim.epoch
+        and stored.last_seq == claim.seq - 1
+        and ordered
+    )

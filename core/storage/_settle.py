@@ -1,0 +1,234 @@
+"""Settling a stream's pending ranges: where its readable data ends, voiding ranges whose
+writers never filled them, and publishing the tail on the stream item.
+
+Reads of a stream whose item shows ranges pending above its published tail (`StreamInfo.
+settled` false) look at the items there (one Query) to find where readable data ends
+(`_ranges.resolve`). A gap that stays pending past the bound is voided: each of its ranges is
+claimed void, and one void chunk covers its bytes, in one transaction that fails if any range
+was filled meanwhile (then the items are looked at again). Publishing moves the stream item's
+tail up to the readable end, so later reads need not look (a conditional write that only ever
+moves the tail forward).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from . import _items as items
+from ._ranges import DEFAULT_VOID_AFTER_SECONDS, Gap, Placed, resolve, void_due
+from .aws import Conflict, call, each_item
+from .model import StreamInfo
+
+# A transaction holds at most 100 actions: the ranges of a gap are claimed this many at a time
+# (with room for the void chunk).
+_CLAIMS_PER_TRANSACTION = 98
+# Gaps remembered with the time they were first seen here.
+_GAPS_REMEMBERED = 1024
+# Times one settling voids a gap and looks again, before it answers what it found.
+_SETTLE_ROUNDS = 4
+
+
+def claim_put(table: str, incarnation: str, number: int, now: float, void: bool) -> dict[str, Any]:
+    """The claim of range `number`: a fill's (which fails if the range was voided) or a
+    void's (which also succeeds if it was voided already)."""
+    put: dict[str, Any] = {
+        "TableName": table,
+        "Item": {
+            **items.range_claim_key(incarnation, number),
+            "at": items.n(now),
+            "v": {"BOOL": void},
+        },
+    }
+    if void:
+        put["ConditionExpression"] = "attribute_not_exists(pk) OR #v = :true"
+        put["ExpressionAttributeNames"] = {"#v": "v"}
+        put["ExpressionAttributeValues"] = {":true": {"BOOL": True}}
+    else:
+        put["ConditionExpression"] = "attribute_not_exists(pk)"
+    return {"Put": put}
+
+
+def void_chunk_put(
+    table: str, incarnation: str, start: int, end: int, numbers: tuple[int, int]
+) -> dict[str, Any]:
+    """The void chunk over [start, end): it stands for ranges (numbered from the first to
+    the last of `numbers`) that hold nothing, ever."""
+    return {
+        "Put": {
+            "TableName": table,
+            "Item": {
+                **items.chunk_key(incarnation, end),
+                "st": items.n(start),
+                "n": items.n(numbers[1]),
+                "n0": items.n(numbers[0]),
+                "v": {"BOOL": True},
+            },
+            "ConditionExpression": "attribute_not_exists(pk) OR (#v = :true AND #st = :st)",
+            "ExpressionAttributeNames": {"#v": "v", "#st": "st"},
+            "ExpressionAttributeValues": {":true": {"BOOL": True}, ":st": items.n(start)},
+        }
+    }
+
+
+class Settler:
+    def __init__(
+        self,
+        dynamodb: Any,
+        table: str,
+        clock: Callable[[], float],
+        void_after: float = DEFAULT_VOID_AFTER_SECONDS,
+    ) -> None:
+        self.dynamodb = dynamodb
+        self.table = table
+        self.clock = clock
+        self.void_after = void_after
+        self._lock = threading.Lock()
+        self._first_seen: OrderedDict[tuple[str, int, int], float] = OrderedDict()
+
+    def settle(self, info: StreamInfo, publish: bool = False) -> StreamInfo:
+        """The stream with `tail` where its readable data ends (voiding gaps that waited past
+        the bound); with `publish`, also recorded on the stream item."""
+        if info.settled:
+            return info
+        for _ in range(_SETTLE_ROUNDS):
+            resolution = resolve(
+                info.published_tail,
+                info.published_ranges,
+                info.reserved_end,
+                info.ranges,
+                self._placed(info),
+            )
+            gap = resolution.gap
+            if gap is None or not self._void_due(info, gap) or not self.void(info, gap):
+                break
+        settled = replace(info, tail=resolution.readable)
+        ahead = resolution.readable > info.published_tail
+        if (
+            publish
+            and ahead
+            and self.publish(info, resolution.readable, resolution.readable_number)
+        ):
+            settled = replace(
+                settled, published=resolution.readable, published_ranges=resolution.readable_number
+            )
+        return settled
+
+    def _placed(self, info: StreamInfo) -> list[Placed]:
+        """The items ending above the published tail, up to the reserved end."""
+        request = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :last",
+            "ExpressionAttributeValues": {
+                ":pk": items.s(items.chunk_partition(info.incarnation)),
+                ":first": items.s(items.chunk_sort_key(info.published_tail + 1)),
+                ":last": items.s(items.chunk_sort_key(info.reserved_end)),
+            },
+            "ProjectionExpression": "sk, st, n, n0, v",
+            "ConsistentRead": True,
+        }
+        return [
+            Placed(
+                start=int(item["st"]["N"]),
+                end=int(item["sk"]["S"][2:]),
+                number=int(item["n"]["N"]) if "n" in item else 0,
+                void=bool(item.get("v", {}).get("BOOL", False)),
+                first_number=int(item["n0"]["N"]) if "n0" in item else None,
+            )
+            for item in each_item(self.dynamodb.query, request)
+        ]
+
+    def _void_due(self, info: StreamInfo, gap: Gap) -> bool:
+        key = (info.incarnation, gap.start, gap.numbers[0] if gap.numbers else 0)
+        now = self.clock()
+        with self._lock:
+            first_seen = self._first_seen.setdefault(key, now)
+            self._first_seen.move_to_end(key)
+            while len(self._first_seen) > _GAPS_REMEMBERED:
+                self._first_seen.popitem(last=False)
+        return void_due(first_seen, info.reserved_at, now, self.void_after)
+
+    def void(self, info: StreamInfo, gap: Gap) -> bool:
+        """Claim every range of the gap void, then lay the void chunk over its bytes; False
+        when one of them was filled meanwhile (nothing of the gap is then voided by the
+        transaction that found it, and the caller looks again)."""
+        now = self.clock()
+        numbers = list(gap.numbers)
+        # A gap without ranges (never made by reservations) is still covered, numberless.
+        span = (numbers[0], numbers[-1]) if numbers else (info.published_ranges,) * 2
+        try:
+            while len(numbers) > _CLAIMS_PER_TRANSACTION:
+                batch, numbers = (
+                    numbers[:_CLAIMS_PER_TRANSACTION],
+                    numbers[_CLAIMS_PER_TRANSACTION:],
+                )
+                self._write([claim_put(self.table, info.incarnation, k, now, True) for k in batch])
+            self._write(
+                [
+                    *(claim_put(self.table, info.incarnation, k, now, True) for k in numbers),
+                    void_chunk_put(self.table, info.incarnation, gap.start, gap.end, span),
+                    self._still_pending(info, gap),
+                ]
+            )
+        except Conflict:
+            return False
+        return True
+
+    def _still_pending(self, info: StreamInfo, gap: Gap) -> dict[str, Any]:
+        """The gap is still above the published tail. Claims of published ranges may be gone
+        (`Sealer` forgets old ones): a void judged on a stale look must fail, not mark them."""
+        return {
+            "ConditionCheck": {
+                "TableName": self.table,
+                "Key": items.stream_key(info.path),
+                "ConditionExpression": "#inc = :inc AND #tail <= :start",
+                "ExpressionAttributeNames": {"#inc": "inc", "#tail": "tail"},
+                "ExpressionAttributeValues": {
+                    ":inc": items.s(info.incarnation),
+                    ":start": items.n(gap.start),
+                },
+            }
+        }
+
+    def void_own(self, info: StreamInfo, start: int, end: int, number: int) -> None:
+        """Give up a range this writer reserved and will not fill (its append was refused
+        after the reservation): readers pass over it at once instead of waiting."""
+        with contextlib.suppress(Conflict):  # voided already by a reader that gave up on it
+            self._write(
+                [
+                    claim_put(self.table, info.incarnation, number, self.clock(), True),
+                    void_chunk_put(self.table, info.incarnation, start, end, (number, number)),
+                ]
+            )
+
+    def publish(self, info: StreamInfo, readable: int, number: int) -> bool:
+        """Move the stored tail forward to `readable` (never back)."""
+        try:
+            call(
+                self.dynamodb.update_item,
+                TableName=self.table,
+                Key=items.stream_key(info.path),
+                UpdateExpression="SET #tail = :tail, #tn = :tn",
+                ConditionExpression="#inc = :inc AND #tail < :tail",
+                ExpressionAttributeNames={"#tail": "tail", "#tn": "tn", "#inc": "inc"},
+                ExpressionAttributeValues={
+                    ":tail": items.n(readable),
+                    ":tn": items.n(number),
+                    ":inc": items.s(info.incarnation),
+                },
+            )
+        except Conflict:
+            return False
+        return True
+
+    def _write(self, actions: list[dict[str, Any]]) -> None:
+        call(
+            self.dynamodb.transact_write_items,
+            TransactItems=actions,
+            ClientRequestToken=uuid.uuid4().hex,
+        )

@@ -1,0 +1,332 @@
+"""Many writers on one stream, each a store of its own (as Lambda instances are): reserved
+ranges instead of races for the tail, and everything around them: writers that die between
+reserving and filling, readers at a pending range, closes, Stream-Seq, producers that
+pipeline out of order, forks and the sealer."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from support import store_on
+
+from benchmarks.aws_calls import CallMeter
+from core.protocol.append import AppendIntent, Verdict
+from core.protocol.headers import ProducerClaim
+from core.runtime import Backend
+from core.storage import CreateSpec, DynamoStore, ForkRequest, Payload, Sealer
+from core.storage import _items as items
+from core.storage._seal_plan import SealPolicy
+from core.storage.aws import Conflict
+
+TEXT = "text/plain"
+VOID_AFTER = 0.4
+
+
+def plain(data: bytes, close: bool = False, seq: str | None = None) -> tuple[AppendIntent, Payload]:
+    return AppendIntent(TEXT, bool(data), close, stream_seq=seq), Payload(data)
+
+
+def produced(producer: str, seq: int, data: bytes) -> tuple[AppendIntent, Payload]:
+    claim = ProducerClaim(producer, 0, seq)
+    return AppendIntent(TEXT, True, False, producer=claim), Payload(data)
+
+
+def read_all(store: DynamoStore, path: str) -> bytes:
+    info = store.get(path)
+    assert info is not None
+    data, position = bytearray(), 0
+    while position < info.tail:
+        batch = store.read(info, position, 1 << 20)
+        assert batch.end > position, f"the read stopped at {position} of {info.tail}"
+        data += batch.data
+        position = batch.end
+    return bytes(data)
+
+
+def instances(backend: Backend, count: int) -> list[DynamoStore]:
+    return [store_on(backend, void_after=VOID_AFTER) for _ in range(count)]
+
+
+def hammer(stores: list[DynamoStore], path: str, appends: int, producers: bool) -> list[Any]:
+    """Every store appends `appends` records from its own thread at once; the answers."""
+    answers: list[Any] = []
+    lock = threading.Lock()
+
+    def write(index: int, store: DynamoStore) -> None:
+        for seq in range(appends):
+            record = f"w{index:02d}-{seq:04d};".encode()
+            request = produced(f"p{index}", seq, record) if producers else plain(record)
+            outcome = store.append(path, *request)
+            with lock:
+                answers.append((record, outcome))
+
+    threads = [threading.Thread(target=write, args=(i, s)) for i, s in enumerate(stores)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return answers
+
+
+@pytest.mark.parametrize("producers", [False, True])
+def test_writers_on_many_instances_append_each_record_once_at_its_offset(
+    backend: Backend, producers: bool
+) -> None:
+    stores = instances(backend, 8)
+    stores[0].create("hot", CreateSpec(TEXT))
+    meter = CallMeter()
+    meter.attach(backend.dynamodb)
+    answers = hammer(stores, "hot", 25, producers)
+    data = read_all(stores[0], "hot")
+    records = data.split(b";")[:-1]
+    assert len(records) == len(set(records)) == 8 * 25, "a record is missing or doubled"
+    for record, outcome in answers:
+        assert outcome.decision.verdict is Verdict.COMMIT
+        end = outcome.info.tail
+        assert data[end - len(record) : end] == record, "acknowledged at another offset"
+    if producers:  # each producer's records in the order of its seqs
+        for index in range(8):
+            mine = [r for r in records if r.startswith(f"w{index:02d}".encode())]
+            assert mine == sorted(mine)
+    # Racing writers would spend many calls per append; reserved ranges spend two.
+    calls = sum(n for op, n in meter.calls.items())
+    assert calls / len(answers) < 3.5, dict(meter.calls)
+    assert meter.calls["UpdateItem"] > len(answers) / 2, "the writers never reserved"
+
+
+def _reserve_and_die(store: DynamoStore, path: str, data: bytes) -> tuple[Any, int, int]:
+    """A writer that reserved a range and stopped before it filled it."""
+    info = store.get(path)
+    assert info is not None
+    reserved = store.appender._reserve(info, len(data))
+    return reserved, reserved.reserved_end - len(data), reserved.ranges
+
+
+def test_a_range_whose_writer_died_holds_readers_until_it_is_voided(backend: Backend) -> None:
+    writer, other, reader = instances(backend, 3)
+    writer.create("s", CreateSpec(TEXT, payload=Payload(b"first;")))
+    reserved, start, number = _reserve_and_die(writer, "s", b"lost;")
+    other.recent.mark_hot("s")
+    after = other.append("s", *plain(b"after;"))
+    assert after.decision.verdict is Verdict.COMMIT
+    # The range below the later append is pending: readers stop before it.
+    seen = reader.get("s")
+    assert seen is not None and seen.tail == start
+    assert read_all(reader, "s") == b"first;"
+    time.sleep(VOID_AFTER + 0.1)
+    seen = reader.get("s")
+    assert seen is not None and seen.tail == after.info.tail  # voided: readable past it
+    assert read_all(reader, "s") == b"first;after;"
+    # The dead writer wakes up and fills: its claim finds the range voided.
+    with pytest.raises(Conflict):
+        writer.appender._fill(
+            reserved, start, Payload(b"lost;"), _body(writer, reserved), number, plain(b"lost;")[0]
+        )
+    assert read_all(reader, "s") == b"first;after;"
+    # The tail was published: the next reader needs no look at the items above it.
+    stored = reader.snapshot("s")
+    assert stored is not None and stored.published_tail == after.info.tail
+
+
+def _body(store: DynamoStore, info: Any) -> Any:
+    return store.chunks.body_for(info.incarnation, Payload(b"lost;"), None)
+
+
+def test_a_close_comes_after_every_acknowledged_append_and_before_none(backend: Backend) -> None:
+    stores = instances(backend, 4)
+    stores[0].create("c", CreateSpec(TEXT))
+    results: list[Any] = []
+    closed = threading.Event()
+
+    def write(store: DynamoStore, index: int) -> None:
+        store.recent.mark_hot("c")
+        seq = 0
+        while not closed.is_set() and seq < 200:
+            outcome = store.append("c", *plain(f"{index}-{seq};".encode()))
+            results.append((time.monotonic(), outcome))
+            seq += 1
+
+    threads = [threading.Thread(target=write, args=(s, i)) for i, s in enumerate(stores[1:])]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    asked = time.monotonic()
+    close = stores[0].append("c", *plain(b"", close=True))
+    closed_at = time.monotonic()
+    print(f"\nthe close took {1000 * (closed_at - asked):.0f} ms among 3 busy writers")
+    time.sleep(0.2)  # the writers go on, and meet the closed stream
+    closed.set()
+    for thread in threads:
+        thread.join(30)
+    assert close.decision.verdict is Verdict.COMMIT
+    final = close.info.tail
+    committed = [o for _, o in results if o.decision.verdict is Verdict.COMMIT]
+    refused = [o for _, o in results if o.decision.verdict is Verdict.CLOSED]
+    assert committed and refused, "the close should meet appends in flight"
+    assert all(o.info.tail <= final for o in committed), "acknowledged past the close"
+    late = [t for t, o in results if o.decision.verdict is Verdict.COMMIT and t > closed_at]
+    assert not late, "an append was acknowledged after the close was"
+    data = read_all(stores[0], "c")
+    assert len(data) <= final and data.count(b";") == len(committed)
+    info = stores[0].get("c")
+    assert info is not None and info.closed and info.tail == final
+
+
+def test_stream_seq_and_pending_ranges(backend: Backend) -> None:
+    """A Stream-Seq append commits directly, after what is pending below has settled."""
+    writer, other = instances(backend, 2)
+    writer.create("q", CreateSpec(TEXT))
+    _reserve_and_die(writer, "q", b"gone;")
+    first = other.append("q", *plain(b"one;", seq="0001"))
+    assert first.decision.verdict is Verdict.COMMIT  # waited out the dead range, voided it
+    regress = other.append("q", *plain(b"two;", seq="0001"))
+    assert regress.decision.verdict is Verdict.STREAM_SEQ_REGRESSION
+    assert read_all(other, "q") == b"one;"
+
+
+def test_a_producers_requests_that_reserved_out_of_order_keep_their_order(
+    backend: Backend,
+) -> None:
+    """Seq 1 reaches one instance before seq 0 reaches another: seq 1 waits for seq 0, and
+    the stream holds them in seq order, each once."""
+    first, second = instances(backend, 2)
+    first.create("p", CreateSpec(TEXT))
+    for store in (first, second):
+        store.recent.mark_hot("p")
+    answers: dict[int, Any] = {}
+    later = threading.Thread(
+        target=lambda: answers.update({1: second.append("p", *produced("x", 1, b"B;"))})
+    )
+    later.start()
+    time.sleep(0.15)
+    answers[0] = first.append("p", *produced("x", 0, b"A;"))
+    later.join(10)
+    assert answers[0].decision.verdict is Verdict.COMMIT
+    assert answers[1].decision.verdict is Verdict.COMMIT
+    assert read_all(first, "p") == b"A;B;"
+    again = second.append("p", *produced("x", 1, b"B;"))
+    assert again.decision.verdict is Verdict.DUPLICATE
+    assert read_all(first, "p") == b"A;B;"
+
+
+def test_forks_and_the_sealer_see_voids_as_nothing(backend: Backend) -> None:
+    writer, other = instances(backend, 2)
+    writer.create("f", CreateSpec(TEXT, payload=Payload(b"a" * 100)))
+    _reserve_and_die(writer, "f", b"x" * 50)
+    other.recent.mark_hot("f")
+    assert other.append("f", *plain(b"b" * 100)).decision.verdict is Verdict.COMMIT
+    time.sleep(VOID_AFTER + 0.1)
+    tail = other.get("f").tail  # type: ignore[union-attr]
+    fork = other.create("f2", CreateSpec(None, fork=ForkRequest("f", None)))
+    assert fork.info is not None and fork.info.tail == tail
+    assert other.append("f2", *plain(b"c" * 10)).decision.verdict is Verdict.COMMIT
+    assert read_all(other, "f2") == b"a" * 100 + b"b" * 100 + b"c" * 10
+    assert other.append("f", *plain(b"", close=True)).decision.verdict is Verdict.COMMIT
+    report = Sealer(other, SealPolicy(segment_bytes=64, hot_bytes=0, page_bytes=64)).seal("f")
+    assert report.segments_written >= 2
+    assert read_all(other, "f") == b"a" * 100 + b"b" * 100
+    assert read_all(other, "f2") == b"a" * 100 + b"b" * 100 + b"c" * 10
+    # The void stays, between the segments, and the claims beside the chunks.
+    partition = items.chunk_partition(other.get("f").incarnation)  # type: ignore[union-attr]
+    found = backend.dynamodb.query(
+        TableName=backend.settings.table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": partition}},
+    )["Items"]
+    assert any(item.get("v", {}).get("BOOL") for item in found if item["sk"]["S"].startswith("c#"))
+
+
+def test_one_writer_still_commits_in_one_call(backend: Backend) -> None:
+    store = store_on(backend)
+    store.create("one", CreateSpec(TEXT))
+    store.append("one", *plain(b"warm;"))
+    meter = CallMeter()
+    meter.attach(backend.dynamodb)
+    for index in range(20):
+        assert store.append("one", *plain(f"{index};".encode())).decision.verdict is Verdict.COMMIT
+    assert dict(meter.calls) == {"TransactWriteItems": 20}
+
+
+def test_the_fills_producer_condition_is_fill_accepts(backend: Backend) -> None:
+    """The model of the append path (tests/unit/test_append_model.py) decides with
+    `fill_accepts`; the store writes it as a DynamoDB condition. Both agree on every state."""
+    import random
+
+    from core.protocol.producer import ProducerState
+    from core.storage._ranges import fill_accepts
+
+    store = store_on(backend)
+    store.create("cond", CreateSpec(TEXT))
+    info = store.get("cond")
+    assert info is not None
+    rng = random.Random(7)
+    table = backend.settings.table
+    key = items.producer_key("cond", "p")
+    for _ in range(150):
+        stored = None
+        if rng.random() < 0.8:
+            stored = (rng.randint(0, 2), rng.randint(0, 3), rng.choice([None, 5, 10, 15]))
+            item = {**key, "inc": {"S": info.incarnation if rng.random() < 0.9 else "other"}}
+            item.update(ep={"N": str(stored[0])}, sq={"N": str(stored[1])})
+            if stored[2] is not None:
+                item["pe"] = {"N": str(stored[2])}
+            backend.dynamodb.put_item(TableName=table, Item=item)
+            if item["inc"]["S"] != info.incarnation:
+                stored = None  # another incarnation's: as good as none
+        else:
+            backend.dynamodb.delete_item(TableName=table, Key=key)
+        claim = ProducerClaim("p", rng.randint(0, 2), rng.randint(0, 4))
+        start = rng.choice([0, 5, 10, 12])
+        intent = AppendIntent(TEXT, True, False, producer=claim)
+        put = store.appender._producer_expected(info, intent, start, start + 1)
+        try:
+            backend.dynamodb.transact_write_items(TransactItems=[{"Put": put}])
+            accepted = True
+        except backend.dynamodb.exceptions.TransactionCanceledException:
+            accepted = False
+        state = None if stored is None else ProducerState(stored[0], stored[1])
+        expected = fill_accepts(state, None if stored is None else stored[2], claim, start)
+        assert accepted is expected, (stored, claim, start)
+
+
+def test_old_claims_of_published_ranges_are_forgotten_by_the_sealer(backend: Backend) -> None:
+    from support import FakeClock
+
+    from core.storage.sealer import CLAIM_GRACE_SECONDS
+
+    clock = FakeClock()
+    stores = [store_on(backend, clock=clock, void_after=VOID_AFTER) for _ in range(2)]
+    stores[0].create("g", CreateSpec(TEXT))
+    for store in stores:
+        store.recent.mark_hot("g")
+    for index in range(12):
+        assert stores[index % 2].append("g", *plain(b"r;")).decision.verdict is Verdict.COMMIT
+    info = stores[0].get("g")
+    assert info is not None and info.settled
+
+    def claims() -> int:
+        return len(
+            [
+                i
+                for i in backend.dynamodb.query(
+                    TableName=backend.settings.table,
+                    KeyConditionExpression="pk = :pk AND begins_with(sk, :b)",
+                    ExpressionAttributeValues={
+                        ":pk": {"S": items.chunk_partition(info.incarnation)},
+                        ":b": {"S": "b#"},
+                    },
+                )["Items"]
+            ]
+        )
+
+    assert claims() == 12
+    sealer = Sealer(stores[0])
+    sealer.seal("g")
+    assert claims() == 12  # too recent: a fill or void could still be in flight
+    clock.now += CLAIM_GRACE_SECONDS + 1
+    sealer.seal("g")
+    assert claims() == 0
+    assert read_all(stores[0], "g") == b"r;" * 12
