@@ -30,12 +30,15 @@ byte: every message, once, in order. Any mismatch (or an unexpected HTTP status)
    takes to append, so that second pair of rows is the fairer measure of the servers.
 2. concurrent appends: 16 writers, each appending its messages sequentially, all at once; two
    rows: all into ONE shared stream (each writer's messages must appear in its order, all once)
-   and each writer into its own stream. Total appends/s over the wall time.
+   and each writer into its own stream. Total appends/s over the wall time. A third row: 32
+   writers at once over 8 streams (four writers sharing each stream).
 3. idempotent producer: our Python client (`core.client.IdempotentProducer` over
    `AsyncDurableStream`, on the benchmark's httpx client) appends 100 B messages and flushes;
    messages/s from the first append to the end of the flush. Two rows: the client's defaults
    (linger 5 ms, batches up to 1 MiB, 5 requests in flight) and one message per request, one
-   request at a time, which measures the server's producer path rather than batching.
+   request at a time, which measures the server's producer path rather than batching. A third
+   row pipelines: one message per request, 5 requests in flight over several connections,
+   where requests overtake each other (its 409s are listed under the table).
 4. live delivery: one reader long-polls (`live=long-poll`) at the tail; the writer appends one
    message 100 ms after the reader received the previous one (so its next long-poll is
    waiting); latency from just before the append is sent to the reader having the body.
@@ -102,6 +105,8 @@ class Sizes:
     append_bytes: int = 100
     writers: int = 16
     appends_per_writer: int = 100
+    in_flight: int = 32  # writers at once over `in_flight_streams` streams
+    in_flight_streams: int = 8
     producer_messages: int = 100_000
     unbatched_messages: int = 1_000
     live_appends: int = 50
@@ -122,6 +127,8 @@ QUICK = Sizes(
     append_count=20,
     writers=4,
     appends_per_writer=10,
+    in_flight=8,
+    in_flight_streams=2,
     producer_messages=300,
     unbatched_messages=30,
     live_appends=3,
@@ -405,17 +412,45 @@ async def concurrent_appends(
     return [Figure(key, label, "appends/s", rate, False, timed.client_cpu)]
 
 
+async def many_in_flight(clients: Clients, base: str, sizes: Sizes) -> list[Figure]:
+    """`sizes.in_flight` writers at once, over `sizes.in_flight_streams` streams (so several
+    writers share each stream), each appending sequentially."""
+    client = clients.main
+    writers, streams = sizes.in_flight, sizes.in_flight_streams
+    urls = [stream_url(base, "in-flight") for _ in range(streams)]
+    for url in urls:
+        await create(client, url)
+    tags = [f"f{w:03d}-" for w in range(writers)]
+    writer_urls = [urls[w % streams] for w in range(writers)]
+    count, size = sizes.appends_per_writer, sizes.append_bytes
+    async with clients.several(writers) as own:
+        writes = [
+            write_sequentially(own_client, url, tag, count, size)
+            for own_client, url, tag in zip(own, writer_urls, tags, strict=True)
+        ]
+        with Timed() as timed:
+            await asyncio.gather(*writes)
+    for index, url in enumerate(urls):
+        got, _ = await read_all(client, url)
+        check_interleaved(f"in-flight stream {index}", got, tags[index::streams], count, size)
+    label = f"appends, {writers} in flight over {streams} streams, {count} each"
+    rate = writers * count / timed.seconds
+    return [Figure("in flight", label, "appends/s", rate, False, timed.client_cpu)]
+
+
 async def producer_throughput(
-    clients: Clients, base: str, sizes: Sizes, batched: bool
+    clients: Clients, base: str, sizes: Sizes, batched: bool, pipelined: bool = False
 ) -> list[Figure]:
     client = clients.main
     url = stream_url(base, "producer")
     await create(client, url)
     count = sizes.producer_messages if batched else sizes.unbatched_messages
     # A batch is cut as soon as it holds max_batch_bytes: 1 sends every message on its own.
-    # One request at a time: pipelined over several connections, requests overtake each other
-    # and the servers answer 409 (sequence gap) to the early ones, which the client resends.
-    unbatched = ProducerSettings(max_batch_bytes=1, max_in_flight=1)
+    # One request at a time measures the server's producer path. Pipelined (several requests
+    # in flight, over several connections), requests may overtake each other on the way: a
+    # server that applies them as they arrive answers 409 (sequence gap) to the early ones,
+    # which the client resends (counted under the table).
+    unbatched = ProducerSettings(max_batch_bytes=1, max_in_flight=5 if pipelined else 1)
     settings = ProducerSettings() if batched else unbatched
     stream = AsyncDurableStream(url, client=client)
     await stream.head()  # the producer's content-type lookup, outside the timing
@@ -426,8 +461,10 @@ async def producer_throughput(
         await producer.flush()
     await producer.detach()
     await expect_stream(client, url, messages("p", count, sizes.append_bytes), "producer stream")
-    how = "client defaults (batched)" if batched else "1 message per request, 1 in flight"
+    in_flight = "5 in flight (pipelined)" if pipelined else "1 in flight"
+    how = "client defaults (batched)" if batched else f"1 message per request, {in_flight}"
     key = "producer batched" if batched else "producer unbatched"
+    key += " pipelined" if pipelined else ""
     label = f"idempotent producer, {sizes.append_bytes} B x {count}, {how}"
     return [Figure(key, label, "messages/s", count / timed.seconds, False, timed.client_cpu)]
 
@@ -685,6 +722,11 @@ async def run_scenarios(base: str, sizes: Sizes, run: ServerRun) -> None:
             ("concurrent, separate", lambda: concurrent_appends(clients, base, sizes, False)),
             ("producer, batched", lambda: producer_throughput(clients, base, sizes, True)),
             ("producer, unbatched", lambda: producer_throughput(clients, base, sizes, False)),
+            ("in flight", lambda: many_in_flight(clients, base, sizes)),
+            (
+                "producer, pipelined",
+                lambda: producer_throughput(clients, base, sizes, False, pipelined=True),
+            ),
             ("live delivery", lambda: live_latency(clients, base, sizes)),
             ("catch-up", lambda: catch_up(clients, base, sizes, run.notes)),
             ("fan-out", lambda: fan_out(clients, base, sizes)),

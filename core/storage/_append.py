@@ -38,7 +38,7 @@ import contextlib
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -48,6 +48,7 @@ from ..protocol.producer import ProducerDecision, ProducerOutcome, ProducerState
 from ..telemetry import Metric
 from . import _items as items
 from ._chunks import StoredBody
+from ._group import Waiting
 from ._seal_plan import marks
 from ._settle import claim_put
 from .aws import Conflict, call
@@ -66,6 +67,10 @@ PUBLISH_EVERY = 8
 SEQUENCE_WAIT_SECONDS = 1.0
 # How far ahead of the last stored seq a request still waits for its predecessors here.
 _PIPELINE_DEPTH = 64
+# How long a producer request waits for a predecessor that is not in flight here yet.
+ARRIVAL_WAIT_SECONDS = 0.2
+# A transaction's limit on its actions.
+_MAX_ACTIONS = 100
 # Verdicts after which a producer's state is known to be stored.
 _STORED = frozenset({Verdict.COMMIT, Verdict.DUPLICATE})
 
@@ -109,35 +114,55 @@ def reservable(intent: AppendIntent) -> bool:
 
 class ProducerOrder:
     """A producer's requests to one stream, in this process, applied in sequence order: a
-    request whose predecessors are in flight (pipelined) waits for them, instead of being
-    refused for a gap that only the order of arrival made."""
+    request whose predecessors are in flight here (pipelined) waits for them, and one whose
+    predecessor has not arrived yet waits a moment for it (pipelined requests overtake each
+    other on their way, over several connections), instead of being refused for a gap that
+    only the order of arrival made."""
 
     def __init__(self) -> None:
-        self._done = threading.Condition()
+        self._changed = threading.Condition()
         self._last: dict[tuple[str, str], tuple[int, int]] = {}  # (path, id) -> (epoch, seq)
+        self._in_flight: dict[tuple[str, str], list[tuple[int, int]]] = {}
 
-    def wait_turn(self, path: str, producer_id: str, epoch: int, seq: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        with self._done:
+    def enter(self, path: str, producer_id: str, epoch: int, seq: int, timeout: float) -> None:
+        """Wait for this request's turn (at most `timeout` while a predecessor is in flight
+        here, `ARRIVAL_WAIT_SECONDS` while none is), then count it in flight."""
+        key = (path, producer_id)
+        now = time.monotonic()
+        deadline, arrival = now + timeout, now + ARRIVAL_WAIT_SECONDS
+        with self._changed:
             while True:
-                last = self._last.get((path, producer_id))
+                last = self._last.get(key)
                 if last is None or last[0] != epoch or last[1] >= seq - 1:
-                    return
+                    break
                 if seq - 1 - last[1] > _PIPELINE_DEPTH:
-                    return  # not a pipeline: a real gap, for the decision to refuse
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self._done.wait(remaining):
-                    return
+                    break  # not a pipeline: a real gap, for the decision to refuse
+                ahead = any(e == epoch and s < seq for e, s in self._in_flight.get(key, ()))
+                until = deadline if ahead else arrival
+                remaining = until - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._changed.wait(remaining)
+            self._in_flight.setdefault(key, []).append((epoch, seq))
 
-    def stored(self, path: str, producer_id: str, state: ProducerState) -> None:
-        with self._done:
-            key = (path, producer_id)
-            last = self._last.get(key)
-            if last is None or (state.epoch, state.last_seq) > last:
-                self._last[key] = (state.epoch, state.last_seq)
-                if len(self._last) > 65536:
-                    self._last.pop(next(iter(self._last)))
-            self._done.notify_all()
+    def leave(
+        self, path: str, producer_id: str, epoch: int, seq: int, stored: ProducerState | None
+    ) -> None:
+        """The request is answered; `stored`: the producer's state it left stored."""
+        key = (path, producer_id)
+        with self._changed:
+            flying = self._in_flight.get(key, [])
+            if (epoch, seq) in flying:
+                flying.remove((epoch, seq))
+            if not flying:
+                self._in_flight.pop(key, None)
+            if stored is not None:
+                last = self._last.get(key)
+                if last is None or (stored.epoch, stored.last_seq) > last:
+                    self._last[key] = (stored.epoch, stored.last_seq)
+                    if len(self._last) > 65536:
+                        self._last.pop(next(iter(self._last)))
+            self._changed.notify_all()
 
 
 class Appender:
@@ -152,21 +177,32 @@ class Appender:
     def append(self, path: str, intent: AppendIntent, payload: Payload) -> AppendOutcome:
         store = self.store
         producer = intent.producer
-        if producer is not None:
-            self.order.wait_turn(
-                path, producer.producer_id, producer.epoch, producer.seq, store.write_deadline
-            )
+        if producer is None:
+            return self._append(path, intent, payload)
+        claim = (path, producer.producer_id, producer.epoch, producer.seq)
+        self.order.enter(*claim, timeout=store.write_deadline)
+        stored: ProducerState | None = None
+        try:
+            outcome = self._append(path, intent, payload)
+            if outcome.decision is not None and outcome.decision.verdict in _STORED:
+                stored = outcome.producer
+            return outcome
+        finally:
+            self.order.leave(*claim, stored)
+
+    def _append(self, path: str, intent: AppendIntent, payload: Payload) -> AppendOutcome:
+        store = self.store
         hot = reservable(intent) and store.recent.hot(path)
         attempt = _Attempt(_Mode.RESERVED if hot else _Mode.DIRECT)
         throttled = busy = 0
         for number in self._attempts():
             if attempt.mode is _Mode.DIRECT:
-                with store.turns.turn(path):  # memory is read inside the turn
-                    step = self._direct(path, intent, payload, attempt)
+                # With the other direct appends of the stream waiting here (memory is read
+                # by whoever commits them, once they wait no more).
+                step = store.turns.submit(path, (intent, payload, attempt), self._direct_group)
             else:
                 step = self._reserved(path, intent, payload, attempt)
             if isinstance(step, AppendOutcome):
-                self._note_producer(path, intent, step)
                 return step
             if step is _Retry.THROTTLED:
                 if throttled >= _MAX_THROTTLED_READS:
@@ -194,11 +230,6 @@ class Appender:
         """Full jitter: a random wait up to a cap that doubles each time (4 ms, 8 ms, ...
         256 ms), so writers that collided do not collide again in step."""
         self.store.sleep(random.uniform(0, min(0.256, 0.004 * 2**number)))
-
-    def _note_producer(self, path: str, intent: AppendIntent, outcome: AppendOutcome) -> None:
-        stored = outcome.decision is not None and outcome.decision.verdict in _STORED
-        if intent.producer is not None and outcome.producer is not None and stored:
-            self.order.stored(path, intent.producer.producer_id, outcome.producer)
 
     # ---------------------------------------------------------------- what is known
 
@@ -269,22 +300,129 @@ class Appender:
         attempt.body = store.chunks.body_for(info.incarnation, payload, attempt.body)
         new_producer = decision.producer.state if decision.producer else None
         after = self._appended(info, intent, payload)
+        chunks = []
+        if attempt.body is not None:
+            chunks.append(
+                store.chunks.chunk_put(
+                    info.incarnation, info.tail, payload, attempt.body, number=after.ranges
+                )
+            )
+        producers: list[_ProducerWrite] = []
+        if intent.producer is not None and new_producer is not None:
+            claimed = intent.producer.producer_id
+            producers.append((claimed, known.producer, new_producer, after.tail))
         try:
             self._commit_direct(
-                info,
-                after,
-                payload,
-                attempt.body,
-                intent,
-                known,
-                new_producer,
-                holding=attempt.held_until is not None,
+                info, after, chunks, producers, holding=attempt.held_until is not None
             )
         except Conflict as conflict:
             return self._direct_lost(path, intent, info, conflict, attempt)
         producer_id = intent.producer.producer_id if intent.producer else None
         store.recent.remember(after, producer_id, new_producer)
         return AppendOutcome(Presence.FOUND, decision, after, new_producer)
+
+    def _direct_group(self, path: str, batch: Sequence[Waiting]) -> None:
+        """Commit the direct appends waiting for this stream: together in one transaction
+        when they can be (`_together`), else one after the other."""
+        if len(batch) > 1:
+            answers = self._together(path, [waiting.request for waiting in batch])
+            if answers is not None:
+                for waiting, answer in zip(batch, answers, strict=True):
+                    waiting.answer = answer
+                return
+        for waiting in batch:
+            try:
+                waiting.answer = self._direct(path, *waiting.request)
+            except BaseException as error:  # that append's failure, not the others'
+                waiting.error = error
+
+    def _together(
+        self, path: str, requests: list[tuple[AppendIntent, Payload, _Attempt]]
+    ) -> list[AppendOutcome] | None:
+        """Group commit: decide each append in turn on the state the ones before it leave,
+        and commit those that commit in one transaction; a refused one is answered on its
+        own and fails none of the others. None when they cannot go together (the state is
+        unknown or unsettled, a refusal would rest on a guess, or the commit lost a race):
+        then each goes on its own."""
+        store = self.store
+        producer_ids = sorted({i.producer.producer_id for i, _, _ in requests if i.producer})
+        known = self._know_together(path, producer_ids)
+        if known is None or not known[0].settled or not known[0].counted:
+            return None
+        before, states, fresh = known
+        state, producers = before, dict(states)
+        answers: list[AppendOutcome] = []
+        chunks: list[dict[str, Any]] = []
+        ends: dict[str, int] = {}
+        for intent, payload, attempt in requests:
+            claimed = intent.producer.producer_id if intent.producer else None
+            producer = producers.get(claimed) if claimed else None
+            decision = decide_append(_write_state(state, producer), intent)
+            if not decision.commits:
+                if not fresh:
+                    return None  # only a fresh read may refuse an append
+                reported = decision.producer.state if decision.producer else None
+                answers.append(AppendOutcome(Presence.FOUND, decision, state, reported))
+                continue
+            attempt.body = store.chunks.body_for(state.incarnation, payload, attempt.body)
+            after = self._appended(state, intent, payload)
+            if attempt.body is not None:
+                chunks.append(
+                    store.chunks.chunk_put(
+                        state.incarnation, state.tail, payload, attempt.body, number=after.ranges
+                    )
+                )
+            new_producer = decision.producer.state if decision.producer else None
+            if claimed is not None and new_producer is not None:
+                producers[claimed] = new_producer
+                ends[claimed] = after.tail
+            answers.append(AppendOutcome(Presence.FOUND, decision, after, new_producer))
+            state = after
+        if state is before:
+            return answers  # nothing commits: every answer is a refusal
+        writes: list[_ProducerWrite] = [
+            (pid, states.get(pid), producers[pid], end) for pid, end in ends.items()
+        ]
+        if len(chunks) + len(writes) + 2 > _MAX_ACTIONS:
+            return None
+        holding = any(attempt.held_until is not None for _, _, attempt in requests)
+        try:
+            self._commit_direct(before, state, chunks, writes, holding=holding)
+        except Conflict:
+            return None
+        for pid in ends:
+            store.recent.remember(state, pid, producers[pid])
+        store.recent.remember(state, None, None)
+        return answers
+
+    def _know_together(
+        self, path: str, producer_ids: list[str]
+    ) -> tuple[StreamInfo, dict[str, ProducerState | None], bool] | None:
+        """The stream and these producers' states: remembered if all are, else read in one
+        call (None when the stream is absent or the read was throttled: each append then
+        finds out on its own)."""
+        store = self.store
+        remembered: dict[str, ProducerState | None] = {}
+        info: StreamInfo | None = None
+        for producer_id in producer_ids or [None]:
+            guess = store.recent.guess(path, producer_id)
+            if guess is None:
+                break
+            info = guess[0]
+            if producer_id is not None:
+                remembered[producer_id] = guess[1]
+        else:
+            if info is not None:
+                return info, remembered, False
+        read = store.get_for_write_many(path, producer_ids)
+        if read is None:
+            return None
+        raw, found = read
+        live = store.live(raw)
+        if live is None or live.soft_deleted:
+            return None
+        states = {pid: items.decode_producer(found.get(pid), live.incarnation) for pid in found}
+        return live, {pid: states.get(pid) for pid in producer_ids}, True
 
     def _hold(self, info: StreamInfo) -> float | None:
         """Hold new reservations off (for `DEFAULT_VOID_AFTER_SECONDS` at most: a holder
@@ -383,13 +521,13 @@ class Appender:
         self,
         before: StreamInfo,
         after: StreamInfo,
-        payload: Payload,
-        body: StoredBody | None,
-        intent: AppendIntent,
-        known: _Known,
-        producer_after: ProducerState | None,
+        chunks: list[dict[str, Any]],
+        producers: list[_ProducerWrite],
         holding: bool = False,
     ) -> None:
+        """One transaction taking the stream from `before` (exactly as decided on) to `after`,
+        with the appends' chunks and the producers' new states (each conditioned on the
+        state decided on)."""
         store = self.store
         sets = [
             "#tail = :tail",
@@ -416,17 +554,17 @@ class Appender:
             "#closed": "closed",
             "#del": "del",
         }
-        if intent.close:
+        if after.closed and not before.closed:
             sets.append("#closed = :true")
             values[":true"] = {"BOOL": True}
-            if intent.producer is not None:
+            if after.closed_by is not None:
                 sets.append("#cb = :cb")
                 names["#cb"] = "cb"
-                values[":cb"] = items.encode_claim(intent.producer)
-        if intent.stream_seq is not None:
+                values[":cb"] = items.encode_claim(after.closed_by)
+        if after.last_stream_seq != before.last_stream_seq and after.last_stream_seq is not None:
             sets.append("#sseq = :sseq")
             names["#sseq"] = "sseq"
-            values[":sseq"] = items.s(intent.stream_seq)
+            values[":sseq"] = items.s(after.last_stream_seq)
         # Exactly the state decided on: this tail, nothing reserved above it, these ranges.
         # The access time only moves forward: a renewal that landed after our read must not
         # be undone (that could expire the stream before its last read plus the TTL).
@@ -462,24 +600,10 @@ class Appender:
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
         actions: list[dict[str, Any]] = [{"Update": update}]
-        if body is not None:
-            put = store.chunks.chunk_put(
-                before.incarnation, before.tail, payload, body, number=after.ranges
-            )
-            actions.append({"Put": put})
-        if intent.producer is not None and producer_after is not None:
-            actions.append(
-                {
-                    "Put": self._producer_put(
-                        before,
-                        intent.producer.producer_id,
-                        known.producer,
-                        producer_after,
-                        after.tail,
-                    )
-                }
-            )
-        if marks(before.tail, after.tail, intent.close, store.seal_mark_bytes):
+        actions += ({"Put": put} for put in chunks)
+        actions += ({"Put": self._producer_put(before, *write)} for write in producers)
+        closing = after.closed and not before.closed
+        if marks(before.tail, after.tail, closing, store.seal_mark_bytes):
             actions.append(items.seal_mark_put(store.table, before, after.tail))
         if len(actions) == 1:
             call(store.dynamodb.update_item, **update)
@@ -741,6 +865,11 @@ class Appender:
             ):
                 return True
         return False
+
+
+# A producer's new state in a direct commit: its id, the state decided on, the new one, and
+# where its data now ends.
+_ProducerWrite = tuple[str, ProducerState | None, ProducerState, int]
 
 
 def _write_state(info: StreamInfo, producer: ProducerState | None) -> WriteState:

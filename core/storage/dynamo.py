@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import random
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from ..protocol.append import AppendIntent
@@ -35,6 +34,7 @@ from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import _items as items
 from ._append import Appender
 from ._chunks import DEFAULT_INLINE_MAX_BYTES, ChunkStore, StoredBody
+from ._group import GroupCommits
 from ._ranges import DEFAULT_VOID_AFTER_SECONDS
 from ._recent import RecentWrites
 from ._seal_plan import DEFAULT_HOT_BYTES, marks
@@ -54,39 +54,6 @@ from .model import (
     StreamInfo,
     StreamPage,
 )
-
-
-@dataclass
-class _Turn:
-    lock: threading.Lock
-    users: int = 0
-
-
-class _StreamTurns:
-    """Writers of one stream in this process take turns: one lock per stream being written,
-    dropped when nobody waits on it, so a slow stream never holds up another."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._turns: dict[str, _Turn] = {}
-
-    @contextlib.contextmanager
-    def turn(self, path: str) -> Iterator[None]:
-        with self._guard:
-            turn = self._turns.setdefault(path, _Turn(threading.Lock()))
-            turn.users += 1
-        try:
-            with turn.lock:
-                yield
-        finally:
-            with self._guard:
-                turn.users -= 1
-                if turn.users == 0:
-                    del self._turns[path]
-
-    def active(self) -> int:
-        with self._guard:
-            return len(self._turns)
 
 
 class DynamoStore:
@@ -124,7 +91,7 @@ class DynamoStore:
         self.sleep = sleep
         # Shared with the append path (`core.storage._append`): turns of this process's
         # writers of a stream, what this process last committed, settling pending ranges.
-        self.turns = _StreamTurns()
+        self.turns = GroupCommits()
         self.recent = RecentWrites()
         self.settler = Settler(dynamodb, table, clock, void_after)
         self.appender = Appender(self)
@@ -215,6 +182,23 @@ class DynamoStore:
         meta = found.get(items.META)
         info = items.decode_stream(path, meta) if meta else None
         return info, found.get(f"p#{producer_id}")
+
+    def get_for_write_many(
+        self, path: str, producer_ids: list[str]
+    ) -> tuple[StreamInfo | None, dict[str, dict[str, Any]]] | None:
+        """The stream item and these producers' items, in one consistent read (a group
+        commit's); None when the read was throttled."""
+        keys = [items.stream_key(path), *(items.producer_key(path, p) for p in producer_ids)]
+        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
+        response = call(self.dynamodb.batch_get_item, RequestItems=request)
+        if response.get("UnprocessedKeys"):
+            return None
+        found = {
+            item["sk"]["S"]: item for item in response.get("Responses", {}).get(self.table, [])
+        }
+        meta = found.pop(items.META, None)
+        producers = {sk.removeprefix("p#"): item for sk, item in found.items()}
+        return (items.decode_stream(path, meta) if meta else None), producers
 
     # ---------------------------------------------------------------- create
 

@@ -330,3 +330,53 @@ def test_old_claims_of_published_ranges_are_forgotten_by_the_sealer(backend: Bac
     sealer.seal("g")
     assert claims() == 0
     assert read_all(stores[0], "g") == b"r;" * 12
+
+
+def test_appends_waiting_in_one_process_commit_together(backend: Backend) -> None:
+    """Threads of one process append to one stream at once: they commit in shared
+    transactions (fewer than one call per append), each still answered with its own offset;
+    an append the stream refuses (another content type) fails none of the others."""
+    store = store_on(backend)
+    store.create("g", CreateSpec(TEXT))
+    store.append("g", *plain(b"warm;"))
+    meter = CallMeter()
+    meter.attach(backend.dynamodb)
+    answers: list[Any] = []
+    lock = threading.Lock()
+    start = threading.Barrier(24)
+
+    def write(index: int) -> None:
+        start.wait()
+        for seq in range(10):
+            record = f"t{index:02d}-{seq:02d};".encode()
+            if index == 1 and seq == 5:
+                outcome = store.append(
+                    "g", AppendIntent("application/json", True, False), Payload(b"[1]")
+                )
+                with lock:
+                    answers.append((None, outcome))
+                continue
+            request = produced(f"p{index}", seq, record) if index % 3 == 0 else plain(record)
+            outcome = store.append("g", *request)
+            with lock:
+                answers.append((record, outcome))
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    data = read_all(store, "g")
+    refused = [o for r, o in answers if r is None]
+    assert [o.decision.verdict for o in refused] == [Verdict.CONTENT_TYPE_MISMATCH]
+    for record, outcome in answers:
+        if record is None:
+            continue
+        assert outcome.decision.verdict is Verdict.COMMIT
+        end = outcome.info.tail
+        assert data[end - len(record) : end] == record
+    assert data.count(b";") == 1 + 24 * 10 - 1
+    transactions = meter.calls["TransactWriteItems"]
+    print(f"\n239 appends from 24 threads: {dict(meter.calls)}")
+    assert transactions < 239 * 0.6, "the appends were not committed together"
+    assert store.turns.active() == 0

@@ -106,3 +106,88 @@ def test_create_over_an_expired_stream_survives_the_collector(deployment: Deploy
         for client in (deployment.one, deployment.two):
             assert read_everything(client) == LARGE.encode()
         assert deployment.one.delete(URL).status_code == 204
+
+
+def test_writers_on_both_instances_share_a_hot_stream(deployment: Deployment) -> None:
+    """Eight writers on each instance append to one stream at once (half of them idempotent
+    producers), while a reader on each instance follows it with long-polls: every
+    acknowledged record is read exactly once, at the offset it was acknowledged at, by both
+    readers, in the same order; then a close on one instance ends it for both."""
+    import threading
+
+    url = "/v1/stream/hot"
+    text = {"Content-Type": "text/plain"}
+    assert deployment.one.put(url, headers=text).status_code == 201
+    acknowledged: dict[bytes, str] = {}
+    lock = threading.Lock()
+    base_urls = [str(deployment.one.base_url), str(deployment.two.base_url)]
+
+    def write(index: int) -> None:
+        producer = index % 2 == 0
+        with httpx.Client(base_url=base_urls[index % 2], timeout=30) as client:
+            for seq in range(15):
+                record = f"<{index:02d}:{seq:03d}>".encode()
+                headers = dict(text)
+                if producer:
+                    headers.update(
+                        {
+                            "Producer-Id": f"p{index}",
+                            "Producer-Epoch": "0",
+                            "Producer-Seq": str(seq),
+                        }
+                    )
+                answer = client.post(url, content=record, headers=headers)
+                assert answer.status_code in {200, 204}, answer.text
+                with lock:
+                    acknowledged[record] = answer.headers["Stream-Next-Offset"]
+
+    followed: list[bytes] = [b"", b""]
+    done = threading.Event()
+
+    def follow(which: int) -> None:
+        offset = "-1"
+        with httpx.Client(base_url=base_urls[which], timeout=30) as client:
+            while True:
+                answer = client.get(url, params={"offset": offset, "live": "long-poll"})
+                if answer.status_code == 200:
+                    followed[which] += answer.content
+                offset = answer.headers["Stream-Next-Offset"]
+                if answer.headers.get("Stream-Closed") == "true":
+                    return
+                if done.is_set() and answer.status_code == 204:
+                    return
+
+    writers = [threading.Thread(target=write, args=(i,)) for i in range(16)]
+    readers = [threading.Thread(target=follow, args=(i,)) for i in range(2)]
+    for thread in [*readers, *writers]:
+        thread.start()
+    for thread in writers:
+        thread.join(120)
+    closed = deployment.two.post(url, headers={"Stream-Closed": "true"})
+    assert closed.status_code == 204
+    done.set()
+    for thread in readers:
+        thread.join(60)
+    everything = read_everything_at(deployment.one, url)
+    assert len(acknowledged) == 16 * 15
+    assert everything.count(b"<") == len(acknowledged), "a record is missing or doubled"
+    from core.protocol.offsets import parse_position
+
+    for record, offset in acknowledged.items():
+        end = parse_position(offset)
+        assert everything[end - len(record) : end] == record, "not at its offset"
+    assert followed[0] == followed[1] == everything
+    assert read_everything_at(deployment.two, url) == everything
+    refused = deployment.one.post(url, content=b"late", headers=text)
+    assert refused.status_code == 409
+
+
+def read_everything_at(client: httpx.Client, url: str) -> bytes:
+    data, offset = b"", "-1"
+    while True:
+        answer = client.get(url, params={"offset": offset})
+        assert answer.status_code == 200, answer.text
+        data += answer.content
+        offset = answer.headers["Stream-Next-Offset"]
+        if answer.headers.get("Stream-Up-To-Date") == "true":
+            return data
