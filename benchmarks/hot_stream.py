@@ -93,6 +93,7 @@ class Result:
     answers: list[dict[str, Any]] = field(default_factory=list)
     calls: Counter[str] = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
+    metrics: Counter[str] = field(default_factory=Counter)  # the function's own (EMF)
 
     @property
     def acknowledged(self) -> list[dict[str, Any]]:
@@ -110,6 +111,11 @@ class Result:
         if not took:
             return float("nan")
         return 1000 * took[min(len(took) - 1, int(fraction * len(took)))]
+
+    def retries_per_ack(self) -> float:
+        """Attempts an append made again (a lost race, a voided range, waiting for ranges
+        below to settle), per acknowledged append."""
+        return self.metrics["ConditionalWriteRetries"] / max(1, len(self.acknowledged))
 
     def refused(self) -> dict[int, int]:
         return dict(Counter(a["status"] for a in self.answers if a["status"] >= 300))
@@ -178,9 +184,24 @@ def run(endpoint: str, mode: str, writers: int, seconds: float, record_bytes: in
         result.answers += [
             json.loads(line[len(ANSWER) :]) for line in lines if line.startswith(ANSWER)
         ]
+        result.metrics += _emf_counts(lines)
     result.calls = Counter(httpx.get(f"{endpoint}/__calls").json())
     result.problems = _check(backend.store, streams, result.acknowledged, record_bytes)
     return result
+
+
+def _emf_counts(lines: list[str]) -> Counter[str]:
+    """The sums of the metrics the function printed (Powertools' EMF lines)."""
+    counts: Counter[str] = Counter()
+    for line in lines:
+        if not line.startswith("{") or '"_aws"' not in line:
+            continue
+        document = json.loads(line)
+        for directive in document["_aws"].get("CloudWatchMetrics", []):
+            for metric in directive.get("Metrics", []):
+                value = document.get(metric["Name"], 0)
+                counts[metric["Name"]] += sum(value) if isinstance(value, list) else value
+    return counts
 
 
 def _check(store: Any, streams: list[str], acked: list[dict[str, Any]], size: int) -> list[str]:
@@ -222,17 +243,17 @@ def _print(results: list[Result]) -> None:
     print()
     header = (
         "| mode | writers | acked appends/s | p50 | p99 | not 2xx | DynamoDB calls per ack "
-        "| by operation (per ack) | exactly once |"
+        "| by operation (per ack) | retries per ack | exactly once |"
     )
     print(header)
-    print("|" + "---|" * 9)
+    print("|" + "---|" * 10)
     for r in results:
         rate = len(r.acknowledged) / r.seconds
         verdict = "yes" if not r.problems else "NO: " + "; ".join(r.problems)
         print(
             f"| {r.mode} | {r.writers} | {rate:.0f} | {r.percentile_ms(0.5):.0f} ms "
             f"| {r.percentile_ms(0.99):.0f} ms | {r.refused() or '-'} | {r.calls_per_ack():.2f} "
-            f"| {r.by_operation()} | {verdict} |"
+            f"| {r.by_operation()} | {r.retries_per_ack():.3f} | {verdict} |"
         )
 
 

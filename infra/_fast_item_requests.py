@@ -52,6 +52,10 @@ _NUMBER = re.compile(r"-?(0|[1-9][0-9]{0,37})(\.[0-9]{1,38})?")
 _PLACEHOLDER = re.compile(r"[#:][A-Za-z0-9_]+")
 # moto's tokenizer takes spaces and line feeds between tokens, nothing else (no tabs).
 _SET_CLAUSE = re.compile(r"[ \n]*(#[A-Za-z0-9_]+)[ \n]*=[ \n]*(:[A-Za-z0-9_]+)[ \n]*")
+# `#a = #a + :v`: a number attribute counted up (a reservation's counters).
+_ADD_CLAUSE = re.compile(
+    r"[ \n]*(#[A-Za-z0-9_]+)[ \n]*=[ \n]*(#[A-Za-z0-9_]+)[ \n]*\+[ \n]*(:[A-Za-z0-9_]+)[ \n]*"
+)
 _SET_KEYWORD = re.compile(r"[ \n]*SET[ \n]+", re.IGNORECASE)
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -350,8 +354,9 @@ def _put(backend: DynamoDBBackend, request: Any) -> tuple[_Write, bool | None] |
     return _Write(table, key, item=item), _holds(expressions, _current(table, key))
 
 
-def _set_clauses(expression: Any) -> list[tuple[str, str]] | None:
-    """The (name placeholder, value placeholder) pairs of `SET #a = :a, ...`."""
+def _set_clauses(expression: Any) -> list[tuple[str, str, bool]] | None:
+    """The (name placeholder, value placeholder, counted up) triples of
+    `SET #a = :a, #b = #b + :b, ...`."""
     if not isinstance(expression, str):
         return None
     keyword = _SET_KEYWORD.match(expression)
@@ -360,9 +365,13 @@ def _set_clauses(expression: Any) -> list[tuple[str, str]] | None:
     clauses = []
     for part in expression[keyword.end() :].split(","):
         clause = _SET_CLAUSE.fullmatch(part)
-        if clause is None:
+        if clause is not None:
+            clauses.append((clause.group(1), clause.group(2), False))
+            continue
+        added = _ADD_CLAUSE.fullmatch(part)
+        if added is None or added.group(1) != added.group(2):
             return None
-        clauses.append((clause.group(1), clause.group(2)))
+        clauses.append((added.group(1), added.group(3), True))
     return clauses
 
 
@@ -382,11 +391,17 @@ def _update(backend: DynamoDBBackend, request: Any) -> tuple[_Write, bool | None
     if expressions is None or current is None:
         return None
     updates: dict[str, DynamoType] = {}
-    for name_placeholder, value_placeholder in clauses:
+    for name_placeholder, value_placeholder, counted in clauses:
         name = expressions.names[name_placeholder]
         if name in updates or name in (table.hash_key_attr, table.range_key_attr):
             return None  # overlapping paths, or a key attribute: moto's errors
-        updates[name] = DynamoType(expressions.values[value_placeholder])
+        value = DynamoType(expressions.values[value_placeholder])
+        if counted:
+            present = current.attrs.get(name)
+            if present is None or present.type != "N" or value.type != "N":
+                return None  # moto's error (or its own arithmetic): moto answers
+            value = present + value  # moto's own arithmetic on numbers
+        updates[name] = value
     # A bound on every size moto's item checks while it sets the values one by one.
     added = sum(bytesize(name) + value.size() for name, value in updates.items())
     if current.size() + added > _ITEM_BYTES_LIMIT:
@@ -465,9 +480,10 @@ def _single_write(
     backend: DynamoDBBackend,
     params: dict[str, Any],
     answer: Callable[[_Write], bytes],
+    returns: frozenset[str] = frozenset({"NONE"}),
 ) -> bytes | None:
     """A PutItem or UpdateItem: planned, applied if its condition holds, answered."""
-    if params.get("ReturnValues", "NONE") != "NONE":
+    if params.get("ReturnValues", "NONE") not in returns:
         return None
     planned = plan(backend, {name: v for name, v in params.items() if name != "ReturnValues"})
     if planned is None or not planned[1]:
@@ -478,14 +494,17 @@ def _single_write(
 
 
 def update_item(backend: DynamoDBBackend, params: dict[str, Any]) -> bytes | None:
-    return _single_write(
-        _update,
-        backend,
-        params,
-        lambda write: _json(
-            {"ConsumedCapacity": {"TableName": write.table.name, "CapacityUnits": 0.5}}
-        ),
-    )
+    all_new = params.get("ReturnValues") == "ALL_NEW"
+
+    def answer(write: _Write) -> bytes:
+        consumed = {"ConsumedCapacity": {"TableName": write.table.name, "CapacityUnits": 0.5}}
+        if not all_new:
+            return _json(consumed)
+        # As moto answers: the item as it now is, then the capacity.
+        item = write.table.items[write.key.hash][write.key.range]
+        return _json({**item.to_json(), **consumed})
+
+    return _single_write(_update, backend, params, answer, returns=frozenset({"NONE", "ALL_NEW"}))
 
 
 def put_item(backend: DynamoDBBackend, params: dict[str, Any]) -> bytes | None:

@@ -182,7 +182,75 @@ def _put_call(item: dict[str, Any], **request: Any) -> Callable[[Any, str], Any]
 
 
 SET_TAIL = {"ExpressionAttributeNames": {"#t": "tail"}}
+RESERVE = {
+    "UpdateExpression": "SET #t = #t + :len, #r = #r + :one, #rt = :now",
+    "ConditionExpression": "#inc = :inc AND #closed = :false",
+    "ExpressionAttributeNames": {"#t": "tail", "#r": "refs", "#rt": "rt", "#inc": "inc"}
+    | {"#closed": "closed"},
+    "ExpressionAttributeValues": {
+        ":len": {"N": "100"},
+        ":one": {"N": "1"},
+        ":now": {"N": "1795657999.25"},
+        ":inc": {"S": "abc"},
+        ":false": {"BOOL": False},
+    },
+}
 CASES = [
+    Case(
+        "a reservation: counted up, the item answered",
+        _update_call(**RESERVE, ReturnValues="ALL_NEW"),
+        fast=True,
+    ),
+    Case("a counter counted up, nothing answered", _update_call(**RESERVE), fast=True),
+    Case(
+        "a counter that is not a number: moto's error",
+        _update_call(
+            **{
+                **RESERVE,
+                "ExpressionAttributeNames": {**RESERVE["ExpressionAttributeNames"], "#r": "inc"},
+            },
+        ),
+        fast=False,
+    ),
+    Case(
+        "a counter that is not there: moto's error",
+        _update_call(
+            **{
+                **RESERVE,
+                "ExpressionAttributeNames": {**RESERVE["ExpressionAttributeNames"], "#r": "none"},
+            },
+        ),
+        fast=False,
+    ),
+    Case(
+        "a counter added to another attribute goes to moto",
+        _update_call(
+            UpdateExpression="SET #t = #r + :one",
+            ExpressionAttributeNames={"#t": "tail", "#r": "refs"},
+            ExpressionAttributeValues={":one": {"N": "1"}},
+        ),
+        fast=False,
+    ),
+    Case(
+        "a reservation refused, with the item as it was",
+        _update_call(
+            **{
+                **RESERVE,
+                "ExpressionAttributeValues": {
+                    **RESERVE["ExpressionAttributeValues"],
+                    ":false": {"BOOL": True},
+                },
+            },
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        ),
+        fast=False,
+    ),
+    Case(
+        "UPDATED_NEW goes to moto",
+        _update_call(**RESERVE, ReturnValues="UPDATED_NEW"),
+        fast=False,
+    ),
     Case("append commit", _append(200, 100), fast=True),
     Case("append on a stale tail: cancelled", _append(200, 50), fast=False),
     Case(
@@ -267,19 +335,38 @@ CASES = [
         fast=True,
     ),
     Case(
-        "update asking for values goes to moto",
+        "update asking for the new item",
         _update_call(
             UpdateExpression="SET #t = :t",
             **SET_TAIL,
             ExpressionAttributeValues={":t": {"N": "5"}},
             ReturnValues="ALL_NEW",
         ),
+        fast=True,
+    ),
+    Case(
+        "update asking for the old item goes to moto",
+        _update_call(
+            UpdateExpression="SET #t = :t",
+            **SET_TAIL,
+            ExpressionAttributeValues={":t": {"N": "5"}},
+            ReturnValues="ALL_OLD",
+        ),
         fast=False,
     ),
     Case(
-        "arithmetic goes to moto",
+        "a number counted up on its own",
         _update_call(
             UpdateExpression="SET #r = #r + :one",
+            ExpressionAttributeNames={"#r": "refs"},
+            ExpressionAttributeValues={":one": {"N": "1"}},
+        ),
+        fast=True,
+    ),
+    Case(
+        "subtraction goes to moto",
+        _update_call(
+            UpdateExpression="SET #r = #r - :one",
             ExpressionAttributeNames={"#r": "refs"},
             ExpressionAttributeValues={":one": {"N": "1"}},
         ),
