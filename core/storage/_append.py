@@ -10,7 +10,7 @@ and every loser's call is wasted.
 one `UpdateItem` adding its length to the stream's reserved end and one to its range count
 (conditioned only on what rarely changes: incarnation, not closed, not deleted, not expired),
 which answers the range [end - length, end) and its number n. Then it fills the range: one
-transaction writing its chunk at `c#<end>`, the claim `b#<n>` (which fails if the range was
+transaction writing its chunk at `c#<end>`, the claim `k#<inc>/<n>` (which fails if the range was
 voided), and its producer state with conditions derived from the request itself (seq n - 1 of
 the same epoch, stored at or below the range's start: pipelined requests that reserved out of
 order never reorder a producer's data). Two calls per append whatever the number of writers,

@@ -7,7 +7,7 @@ One table holds everything:
                            or a void one (a reserved range that holds nothing), or a sealed
                            segment (an S3 object and its page directory) that replaced the
                            chunks of [start, end)
-  d#<inc>  / b#<n>         the claim of reserved range n: filled or void (core/storage/_ranges)
+  k#<inc>  / <n>           the claim of reserved range n: filled or void (core/storage/_ranges)
   gc#<n>   / <inc>         an incarnation whose data nobody can read any more
   sq#<n>   / <digest>      a stream with history to seal (its path, incarnation, tail)
   sub#     / <id>          a subscription (core/subscriptions/store.py)
@@ -75,10 +75,15 @@ def chunk_key(incarnation: str, end: int) -> Item:
     return {"pk": s(chunk_partition(incarnation)), "sk": s(chunk_sort_key(end))}
 
 
+def claim_partition(incarnation: str) -> str:
+    return f"k#{incarnation}"
+
+
 def range_claim_key(incarnation: str, number: int) -> Item:
     """The claim of range `number`: written by its fill or its voiding, whichever is first
-    (`core.storage._ranges`). It sorts before the chunks, out of every read's queries."""
-    return {"pk": s(chunk_partition(incarnation)), "sk": s(f"b#{number:0{_POSITION_WIDTH}d}")}
+    (`core.storage._ranges`). Claims have a partition of their own: every append writes one,
+    and the chunks' partition has write capacity enough for its chunks alone."""
+    return {"pk": s(claim_partition(incarnation)), "sk": s(f"{number:0{_POSITION_WIDTH}d}")}
 
 
 def retire_key(incarnation: str) -> Item:
@@ -235,11 +240,13 @@ def decode_page_cursor(cursor: str) -> Item | None:
 
 SUBSCRIPTION_PARTITION = "sub#"
 SUBSCRIPTION_LINK_PREFIX = "sl#"
-# What a partition key of this table starts with: streams, chunk data, retired incarnations,
-# sealing marks, subscriptions and their links. A listing's scan may stop on any of them.
+# What a partition key of this table starts with: streams, chunk data, range claims, retired
+# incarnations, sealing marks, subscriptions and their links. A listing's scan may stop on any
+# of them.
 _PARTITION_KINDS = (
     STREAM_PREFIX,
     "d#",
+    "k#",
     "gc#",
     SEAL_PREFIX,
     SUBSCRIPTION_PARTITION,

@@ -5,7 +5,7 @@ item) and fill it afterwards (their chunk item); see `core.storage.dynamo`. Abov
 published tail, then, lie ranges in three states: filled (a chunk item), void (a void chunk
 item: the range holds no data, ever) and pending (reserved, neither yet). Every range has a
 number, given with its reservation, in the order of its offsets; a pending range is claimed by
-its number (`b#<n>`) when it is filled or voided, whichever comes first, so that a range is
+its number (`k#<inc>/<n>`) when it is filled or voided, whichever comes first, so that a range is
 never both.
 
 This module is the pure part: from the items found above the published tail, where readable

@@ -3,6 +3,13 @@
 Every state change is one conditional write (a TransactWriteItems when it touches more than
 one item); a lost race re-reads and decides again. Nothing here depends on process memory.
 
+Appends (`core.storage._append`) commit at one of two points. A direct commit is one
+transaction conditioned on the exact state it decided on. A reserved range commits when its
+fill transaction succeeds: its chunk, its claim and its producer state together; its offset was
+fixed by the reservation before, and it becomes readable once every range below it is filled or
+void (`core.storage._settle`). Either way, what is acknowledged was committed, exactly once,
+and readers never return bytes of a range that is not.
+
 Binding rule: whatever is written on behalf of one incarnation of a path (an S3 body and its
 message index, a chunk item, a producer item) is committed only as part of that incarnation,
 because the collector removes an incarnation's objects and items together, and treats objects

@@ -5,7 +5,8 @@ Why it is safe: an incarnation is retired (a `gc#` marker written) only in the s
 that hard-deletes its stream item, and only when no fork references it; forks hold a reference
 on their source until they are hard-deleted themselves, so no reader can reach a retired
 incarnation's chunks. S3 objects that no chunk item names (uploads whose commit failed) are
-removed only after a grace period far longer than any commit can take.
+removed only after a grace period far longer than any commit can take, and so are retired
+incarnations (a fill of a range reserved before the delete may still land meanwhile).
 """
 
 from __future__ import annotations
@@ -55,8 +56,13 @@ class Collector:
     def run(self) -> CollectionReport:
         report = CollectionReport()
         report.streams_reaped = self._finish_lifecycles()
-        for incarnation, path in self._retired():
-            self._remove_incarnation(incarnation, path, report)
+        retired_before = self.clock() - self.orphan_grace_seconds
+        for incarnation, path, retired_at in self._retired():
+            # A reserved range's fill may still land for a moment after its stream was
+            # deleted (it is not conditioned on the stream): the incarnation goes once the
+            # grace has passed, and whatever such a fill wrote goes with it.
+            if retired_at <= retired_before:
+                self._remove_incarnation(incarnation, path, report)
         self._remove_orphans(report)
         return report
 
@@ -80,7 +86,7 @@ class Collector:
 
     # -------------------------------------------------------------- retired incarnations
 
-    def _retired(self) -> Iterator[tuple[str, str]]:
+    def _retired(self) -> Iterator[tuple[str, str, float]]:
         for shard in range(items.RETIRE_SHARDS):
             query = {
                 "TableName": self.table,
@@ -88,19 +94,21 @@ class Collector:
                 "ExpressionAttributeValues": {":pk": items.s(f"gc#{shard:02d}")},
             }
             for item in each_item(self.dynamodb.query, query):
-                yield item["sk"]["S"], item["path"]["S"]
+                yield item["sk"]["S"], item["path"]["S"], float(item.get("at", {"N": "0"})["N"])
 
     def _remove_incarnation(self, incarnation: str, path: str, report: CollectionReport) -> None:
         chunk_keys = [
             {"pk": item["pk"], "sk": item["sk"]}
+            for partition in (
+                items.chunk_partition(incarnation),
+                items.claim_partition(incarnation),
+            )
             for item in each_item(
                 self.dynamodb.query,
                 {
                     "TableName": self.table,
                     "KeyConditionExpression": "pk = :pk",
-                    "ExpressionAttributeValues": {
-                        ":pk": items.s(items.chunk_partition(incarnation))
-                    },
+                    "ExpressionAttributeValues": {":pk": items.s(partition)},
                     "ProjectionExpression": "pk, sk",
                 },
             )

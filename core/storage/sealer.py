@@ -319,7 +319,7 @@ class Sealer:
             "FilterExpression": "#at < :cutoff",
             "ExpressionAttributeNames": {"#at": "at"},
             "ExpressionAttributeValues": {
-                ":pk": items.s(items.chunk_partition(info.incarnation)),
+                ":pk": items.s(items.claim_partition(info.incarnation)),
                 ":first": items.range_claim_key(info.incarnation, 0)["sk"],
                 ":last": items.range_claim_key(info.incarnation, info.published_ranges)["sk"],
                 ":cutoff": items.n(cutoff),

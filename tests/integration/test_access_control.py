@@ -412,3 +412,40 @@ def test_subscription_routes_against_every_read_only_principal(backend: Backend)
         state = client.get(f"{SUBS}/pull", headers=owner).json()
         assert state["streams"][0]["acked_offset"] == tail
     receiver.server.shutdown()
+
+
+def test_refusals_do_not_tell_key_ids_and_lifetimes_are_bounded(
+    secured: tuple[TestClient, CallMeter], backend: Backend
+) -> None:
+    """An unknown key id and a wrong signature are refused alike (a refusal must not tell which
+    key ids exist); a token or signed URL good for longer than DS_AUTH_MAX_LIFETIME (7 days)
+    is refused however well signed; a no-break space does not split a scope into two grants."""
+    client, _ = secured
+    assert client.put(f"{ROOT}private/k", headers={**TEXT, **admin()}).status_code == 201
+    url = f"{ROOT}private/k"
+    unknown = client.get(url, headers=bearer(unknown_kid("read:private/")))
+    forged = client.get(url, headers=bearer(tampered("read:public/", "read:private/")))
+    assert unknown.status_code == forged.status_code == 401
+    assert unknown.json() == forged.json()
+    assert unknown.headers["www-authenticate"] == forged.headers["www-authenticate"]
+    week = 7 * 24 * 3600
+    assert client.get(url, headers=bearer(token("read:private/", lifetime=week))).status_code == 200
+    forever = client.get(url, headers=bearer(token("read:private/", lifetime=10**9)))
+    assert forever.status_code == 401 and "too far ahead" in forever.json()["message"]
+    far = sign(KEYS, "private/k", int(time.time()) + 10 * week)
+    refused = client.get(url, params=far)
+    assert refused.status_code == 403 and "too far ahead" in refused.json()["message"]
+    # "read:private/k<NBSP>delete:private/" is one odd grant, not read and delete.
+    odd = bearer(_raw_scope_token("read:private/k\u00a0delete:private/"))
+    assert client.delete(url, headers=odd).status_code == 403
+    assert client.get(url, params={"offset": "-1"}, headers=admin()).status_code == 200
+
+
+def _raw_scope_token(scope: str) -> str:
+    """A token whose scope claim is exactly `scope`, signed with the current key."""
+    import jwt
+    from auth_support import AUDIENCE, CURRENT_KID, CURRENT_SECRET
+
+    now = int(time.time())
+    payload = {"aud": AUDIENCE, "iat": now, "exp": now + 600, "scope": scope}
+    return jwt.encode(payload, CURRENT_SECRET, algorithm="HS256", headers={"kid": CURRENT_KID})
