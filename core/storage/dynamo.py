@@ -118,6 +118,10 @@ class DynamoStore:
             return info
         return self.settler.settle(info, publish=True)
 
+    def settle(self, info: StreamInfo) -> StreamInfo:
+        """`info` with `tail` where its readable data ends (see `get`)."""
+        return self.settler.settle(info)
+
     def live(self, info: StreamInfo | None) -> StreamInfo | None:
         """The stream as clients see it: an expired one is reaped on sight (soft-deleted if
         forks still read it), and so is a soft-deleted one whose last fork is gone."""

@@ -80,7 +80,7 @@ class ConfiguredSubscriptions(Subscriptions):
             self._local.on_sweep = self.sweep
             scheduler = _Starting(self._local)
         super().__init__(
-            SubscriptionStore(store.dynamodb, store.table, store.settler.settle),
+            SubscriptionStore(store.dynamodb, store.table, store.settle),
             StreamAccess(store),
             lambda: self._lazy_keys.keys,
             scheduler,
