@@ -91,9 +91,10 @@ class Settler:
         self._lock = threading.Lock()
         self._first_seen: OrderedDict[tuple[str, int, int], float] = OrderedDict()
 
-    def settle(self, info: StreamInfo, publish: bool = False) -> StreamInfo:
+    def settle(self, info: StreamInfo, publish: bool = False, write: bool = True) -> StreamInfo:
         """The stream with `tail` where its readable data ends (voiding gaps that waited past
-        the bound); with `publish`, also recorded on the stream item."""
+        the bound); with `publish`, also recorded on the stream item. Without `write`, it only
+        looks (a reader whose role may not write)."""
         if info.settled:
             return info
         for _ in range(_SETTLE_ROUNDS):
@@ -105,15 +106,13 @@ class Settler:
                 self._placed(info),
             )
             gap = resolution.gap
-            if gap is None or not self._void_due(info, gap) or not self.void(info, gap):
+            if gap is None or not write or not self._void_due(info, gap):
+                break
+            if not self.void(info, gap):
                 break
         settled = replace(info, tail=resolution.readable)
-        ahead = resolution.readable > info.published_tail
-        if (
-            publish
-            and ahead
-            and self.publish(info, resolution.readable, resolution.readable_number)
-        ):
+        publish = publish and write and resolution.readable > info.published_tail
+        if publish and self.publish(info, resolution.readable, resolution.readable_number):
             settled = replace(
                 settled, published=resolution.readable, published_ranges=resolution.readable_number
             )

@@ -116,11 +116,11 @@ class DynamoStore:
         info = self.live(self._get_raw(path))
         if info is None or info.settled:
             return info
-        return self.settler.settle(info, publish=True)
+        return self.settler.settle(info, publish=True, write=not self.read_only)
 
     def settle(self, info: StreamInfo) -> StreamInfo:
         """`info` with `tail` where its readable data ends (see `get`)."""
-        return self.settler.settle(info)
+        return self.settler.settle(info, write=not self.read_only)
 
     def live(self, info: StreamInfo | None) -> StreamInfo | None:
         """The stream as clients see it: an expired one is reaped on sight (soft-deleted if

@@ -422,3 +422,21 @@ def test_a_fill_landing_after_its_stream_was_deleted_is_collected_with_it(
     clock.now += 61
     assert collector.run().incarnations_removed == 1
     assert leftovers() == 0
+
+
+def test_a_read_only_reader_settles_by_looking_only(backend: Backend) -> None:
+    """A bulk job's store may only read (its role has no write grant): it finds where readable
+    data ends, and neither voids nor publishes."""
+    writer, other = instances(backend, 2)
+    writer.create("ro", CreateSpec(TEXT, payload=Payload(b"a;")))
+    _reserve_and_die(writer, "ro", b"gone;")
+    other.recent.mark_hot("ro")
+    other.append("ro", *plain(b"b;"))
+    time.sleep(VOID_AFTER + 0.1)
+    reader = store_on(backend, read_only=True, void_after=VOID_AFTER)
+    meter = CallMeter()
+    meter.attach(backend.dynamodb)
+    seen = reader.get("ro")
+    assert seen is not None and seen.tail == 2  # stops at the pending range
+    writes = {op for op in meter.calls if op not in {"GetItem", "Query", "BatchGetItem"}}
+    assert writes == set(), dict(meter.calls)
