@@ -7,6 +7,7 @@ answer to a write that has been committed cannot fail.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -58,6 +59,7 @@ from ..storage import (
     Payload,
     Presence,
     ReadBatch,
+    StoreUnavailable,
     StreamInfo,
     StreamStore,
 )
@@ -77,6 +79,10 @@ _HOST = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
 _WORST_EXPANSION = 8
 _FRAMING_ROOM = 256
 
+
+# A read at an offset whose range is still pending waits this long at most: beyond the bound
+# after which a dead writer's range is voided (`core.storage._ranges`).
+PENDING_WAIT_SECONDS = 3.0
 
 class ChangeListener(Protocol):
     """Who is told of committed writes (the subscriptions)."""
@@ -315,6 +321,13 @@ class StreamEndpoints:
         if info.soft_deleted:
             return r.gone()
         position = read.start.resolve(info.tail)
+        if info.tail < position <= info.reserved_end:
+            # An offset an append was answered with, whose range (or one below it) is still
+            # being filled: readable within moments, or voided within the bound.
+            waited = await self._until_readable(path, position)
+            if waited is None:
+                return r.not_found()
+            info = waited
         if position > info.tail:
             raise bad_request("offset is past the end of the stream")
         if info.ttl_seconds is not None:  # only a sliding TTL is ever renewed by a read
@@ -329,6 +342,22 @@ class StreamEndpoints:
             return self._tail_response(info, read, status=200)
         bound = None if read.until is None else min(read.until, info.tail)
         return await self._data_response(info, position, read, bound)
+
+    async def _until_readable(self, path: str, position: int) -> StreamInfo | None:
+        """The stream once its readable data reaches `position`, which ranges still pending
+        hold back (checks shared with the other readers of the stream, soon after each other
+        at first); `StoreUnavailable` if that takes longer than a dead writer's range takes
+        to be voided."""
+        deadline = time.monotonic() + PENDING_WAIT_SECONDS
+        pause = 0.005
+        while True:
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, self.settings.poll_interval)
+            info = await self.watcher.checks.get(path, not_before=time.monotonic())
+            if info is None or info.soft_deleted or info.tail >= position:
+                return info
+            if time.monotonic() > deadline:
+                raise StoreUnavailable("appends below this offset are still being written")
 
     async def _snapshot(self, path: str, read: ReadRequest) -> StreamInfo | None:
         """The stream item for this read: a check begun after the read arrived (shared with the

@@ -49,8 +49,9 @@ from ..telemetry import Metric
 from . import _items as items
 from ._chunks import StoredBody
 from ._group import Waiting
+from ._ranges import PUBLISH_EVERY
 from ._seal_plan import marks
-from ._settle import claim_put
+from ._settle import Claim, claim_put
 from .aws import Conflict, call
 from .model import AppendOutcome, Payload, Presence, StoreUnavailable, StreamInfo
 
@@ -59,9 +60,6 @@ if TYPE_CHECKING:
 
 # Consecutive throttled reads one append sits out (backing off 25 ms, 50 ms, ... 3.2 s).
 _MAX_THROTTLED_READS = 8
-# Every this many ranges (by number), the writer of the range settles and publishes the tail,
-# so readers never have many ranges to look at above it.
-PUBLISH_EVERY = 8
 # A producer request that finds its predecessor not stored yet waits this long for it (a
 # pipelining producer whose requests reached different instances out of order).
 SEQUENCE_WAIT_SECONDS = 1.0
@@ -286,8 +284,8 @@ class Appender:
                     return _Retry.CONFLICT
                 # A close or a Stream-Seq append: new ranges are held off while the pending
                 # ones are filled (or voided), or a busy stream would never be settled.
-                if attempt.held_until is None and not info.closed:
-                    attempt.held_until = self._hold(info)
+                if not info.closed:  # placed, or renewed while the pending ranges settle
+                    attempt.held_until = self._hold(info, attempt.held_until)
                 return _Retry.BUSY
             known = _Known(info, known.producer, fresh=True)
         decision = decide_append(_write_state(info, known.producer), intent)
@@ -378,6 +376,9 @@ class Appender:
                 ends[claimed] = after.tail
             answers.append(AppendOutcome(Presence.FOUND, decision, after, new_producer))
             state = after
+        for (_, _, attempt), answer in zip(requests, answers, strict=True):
+            if not (answer.decision and answer.decision.commits):
+                self._release(before, attempt)  # a refused append holds nothing off
         if state is before:
             return answers  # nothing commits: every answer is a refusal
         writes: list[_ProducerWrite] = [
@@ -424,31 +425,41 @@ class Appender:
         states = {pid: items.decode_producer(found.get(pid), live.incarnation) for pid in found}
         return live, {pid: states.get(pid) for pid in producer_ids}, True
 
-    def _hold(self, info: StreamInfo) -> float | None:
-        """Hold new reservations off (for `DEFAULT_VOID_AFTER_SECONDS` at most: a holder
-        that dies holds nothing up for longer); the time it ends, or None if refused."""
+    def _hold(self, info: StreamInfo, mine: float | None) -> float | None:
+        """Hold new reservations off, or renew this append's hold (`mine`), for twice the
+        void bound: long enough for a dead writer's range to be voided meanwhile, short
+        enough that a holder that dies holds nothing up for long. The time it ends, or None
+        when another append holds them off already (that hold serves this one as well)."""
         store = self.store
-        until = store.clock() + store.settler.void_after
+        now = store.clock()
+        until = now + 2 * store.settler.void_after
+        values: dict[str, Any] = {
+            ":until": items.n(until),
+            ":now": items.n(now),
+            ":inc": items.s(info.incarnation),
+            ":false": {"BOOL": False},
+        }
+        condition = (
+            "#inc = :inc AND #closed = :false AND attribute_not_exists(#del)"
+            " AND (attribute_not_exists(#hold) OR #hold < :now"
+        )
+        if mine is not None:
+            condition += " OR #hold = :mine"
+            values[":mine"] = items.n(mine)
         try:
             call(
                 store.dynamodb.update_item,
                 TableName=store.table,
                 Key=items.stream_key(info.path),
                 UpdateExpression="SET #hold = :until",
-                ConditionExpression=(
-                    "#inc = :inc AND #closed = :false AND attribute_not_exists(#del)"
-                ),
+                ConditionExpression=condition + ")",
                 ExpressionAttributeNames={
                     "#hold": "hold",
                     "#inc": "inc",
                     "#closed": "closed",
                     "#del": "del",
                 },
-                ExpressionAttributeValues={
-                    ":until": items.n(until),
-                    ":inc": items.s(info.incarnation),
-                    ":false": {"BOOL": False},
-                },
+                ExpressionAttributeValues=values,
             )
         except Conflict:
             return None
@@ -679,11 +690,20 @@ class Appender:
         except Conflict as conflict:
             attempt.known = _Known(reserved, None, fresh=True)
             return self._fill_refused(reserved, start, end, number, intent, conflict, attempt)
+        except Exception:
+            # The fill's answer is lost (throttled, timed out): claiming the range void tells
+            # whether it landed. It did: the append is done. It did not: nothing is stored,
+            # and the range is voided at once rather than left pending for readers.
+            if store.settler.void_own(reserved, start, end, number) is not Claim.FILLED:
+                raise
         after = replace(reserved, tail=end)
         producer_id = intent.producer.producer_id if intent.producer else None
         store.recent.remember(after, producer_id, new_producer)
         if number % PUBLISH_EVERY == 0:
-            store.settler.settle(reserved, publish=True)
+            # Best effort: the append is committed whatever happens here, and readers
+            # settle what a failed publication leaves.
+            with contextlib.suppress(Exception):
+                store.settler.settle(reserved, publish=True)
         accepted = AppendDecision(
             Verdict.COMMIT,
             ProducerDecision(ProducerOutcome.ACCEPT, new_producer) if new_producer else None,
@@ -694,7 +714,9 @@ class Appender:
         """Add `length` to the reserved end and one to the range count; the stream as it is
         just after (its reserved end is this range's end, its count this range's number)."""
         store = self.store
-        now = store.clock()
+        # The last reservation's time only moves forward (a retried request, or another
+        # instance's clock a little ahead): readers judge pending ranges' age by it.
+        now = max(store.clock(), info.reserved_at)
         sets = ["#rsv = #rsv + :length", "#rn = #rn + :one", "#rt = :now"]
         names = {
             "#rsv": "rsv",
@@ -714,6 +736,7 @@ class Appender:
         condition = (
             "#inc = :inc AND #closed = :false AND attribute_not_exists(#del)"
             " AND attribute_exists(#rsv) AND (attribute_not_exists(#hold) OR #hold < :now)"
+            " AND (attribute_not_exists(#rt) OR #rt <= :now)"
         )
         names["#hold"] = "hold"
         if info.expires_at is not None:
@@ -800,7 +823,13 @@ class Appender:
         }
         ordered = "(attribute_not_exists(#pe) OR #pe <= :start)"
         if claim.seq == 0:
-            condition = f"attribute_not_exists(pk) OR #inc <> :inc OR (#ep < :ep AND {ordered})"
+            # An older incarnation's state is as good as none; a newer one's (the stream was
+            # re-created while this fill was on its way) refuses it. Incarnation ids begin
+            # with their creation time, so they sort in the order they were made.
+            condition = (
+                "attribute_not_exists(pk) OR #inc < :inc"
+                f" OR (#inc = :inc AND #ep < :ep AND {ordered})"
+            )
         else:
             names["#sq"] = "sq"
             values[":prev"] = items.n(claim.seq - 1)
@@ -828,9 +857,14 @@ class Appender:
         if conflict.failed(0) or conflict.failed(1):
             return _Retry.CONFLICT  # voided by a reader that gave up on it: reserve anew
         if not conflict.failed(2) or intent.producer is None:
-            return _Retry.CONFLICT  # an unexpected cancellation (a transaction conflict)
+            # Not one of its conditions (a transaction conflict on DynamoDB's side): the
+            # range is given up (or found filled after all), then reserved anew.
+            if store.settler.void_own(reserved, start, end, number) is Claim.FILLED:
+                return self._filled_after_all(reserved, end, intent)
+            return _Retry.CONFLICT
         store.settler.void_own(reserved, start, end, number)
-        state = items.decode_producer(conflict.found(2), reserved.incarnation)
+        found = conflict.found(2)
+        state = items.decode_producer(found, reserved.incarnation)
         decision = decide_append(_write_state(reserved, state), intent)
         if decision.commits:
             return _Retry.CONFLICT  # its predecessor landed above this range: reserve anew
@@ -839,7 +873,19 @@ class Appender:
             if self._await_predecessor(reserved, intent):
                 return _Retry.CONFLICT
         reported = decision.producer.state if decision.producer else None
-        return AppendOutcome(Presence.FOUND, decision, replace(reserved, tail=start), reported)
+        # Where the producer's stored data ends (a duplicate's answer), which is readable.
+        stored_end = int(found["pe"]["N"]) if found and "pe" in found else reserved.tail
+        return AppendOutcome(Presence.FOUND, decision, replace(reserved, tail=stored_end), reported)
+
+    def _filled_after_all(
+        self, reserved: StreamInfo, end: int, intent: AppendIntent
+    ) -> AppendOutcome:
+        new_producer = _claimed_state(intent)
+        accepted = AppendDecision(
+            Verdict.COMMIT,
+            ProducerDecision(ProducerOutcome.ACCEPT, new_producer) if new_producer else None,
+        )
+        return AppendOutcome(Presence.FOUND, accepted, replace(reserved, tail=end), new_producer)
 
     def _await_predecessor(self, info: StreamInfo, intent: AppendIntent) -> bool:
         """Whether the request before this producer request was stored within a short wait

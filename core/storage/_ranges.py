@@ -26,6 +26,12 @@ from ..protocol.producer import ProducerState
 # publishing the tail): its writer died, or is too slow to keep readers waiting. A writer
 # never starts a fill of a range older than half of it, so a fill in flight rarely loses.
 DEFAULT_VOID_AFTER_SECONDS = 2.0
+# Every this many ranges (by number), the writer of the range settles and publishes the tail,
+# so readers never have many ranges to look at above it; a reader publishes when this many
+# are unpublished, or when the stream has been quiet for `QUIET_SECONDS` (a writer that
+# publishes may be gone). Readers of a busy stream so write to its item rarely.
+PUBLISH_EVERY = 8
+QUIET_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -66,20 +72,26 @@ def resolve(
     reserved_number: int,
     placed: Iterable[Placed],
 ) -> Resolution:
-    """Walk the items above the published tail in order of their ends: each that starts where
-    the last one ended extends the readable part; the first break is a gap of pending ranges,
-    whose numbers are those between the items around it (ranges are numbered in the order of
-    their offsets). Past the last item, up to the reserved end, lie the newest pending ranges.
-    Items that end at or below the readable end (replaced chunks a segment covers) are
-    skipped."""
+    """From the published tail, take every item that starts at or before the readable end
+    and reaches past it, until none does: that is where readable data ends (items that end at
+    or below it, such as chunks a segment replaced, or a void inside a larger void, are passed
+    over). The first item beyond is past a gap of pending ranges, whose numbers are those
+    between the readable end's and that item's (ranges are numbered in the order of their
+    offsets); with no item beyond, the newest ranges up to the reserved end are pending."""
     position, number = published, published_number
-    for item in sorted(placed, key=lambda p: (p.end, p.start)):
-        if item.end <= position:
-            continue
-        if item.start > position:
-            numbers = tuple(range(number + 1, item.lowest))
-            return Resolution(position, number, Gap(position, item.start, numbers))
-        position, number = item.end, max(number, item.number)
+    ahead = sorted(placed, key=lambda p: (p.start, p.end))
+    progressed = True
+    while progressed:
+        progressed = False
+        for item in ahead:
+            if item.start <= position < item.end:
+                position, number = item.end, max(number, item.number)
+                progressed = True
+    beyond = [item for item in ahead if item.start > position]
+    if beyond:
+        following = min(beyond, key=lambda p: (p.start, p.end))
+        numbers = tuple(range(number + 1, following.lowest))
+        return Resolution(position, number, Gap(position, following.start, numbers))
     if position < reserved:
         numbers = tuple(range(number + 1, reserved_number + 1))
         return Resolution(position, number, Gap(position, reserved, numbers))

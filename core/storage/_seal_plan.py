@@ -133,15 +133,17 @@ def _contiguous(cover: list[Stored], origin: int) -> list[Stored]:
     stream has) is left alone."""
     joined: list[Stored] = []
     position = origin
+    voids = [item for item in cover if item.void]
     for item in cover:
-        if item.void and item.start <= position < item.end:
-            # Voids may overlap each other (a writer voided its own range while a reader
-            # voided the gap around it): a void reaching past the position continues it.
-            joined.append(item)
-            position = item.end
-            continue
+        if item.end <= position:
+            continue  # a void inside another void already passed
         if item.start != position:
-            break
+            # Voids may overlap (a reader voided a gap, then a writer its own range inside
+            # it): one that covers the position, wherever it sorts, continues the run.
+            covering = [v for v in voids if v.start <= position < v.end]
+            if not covering:
+                break
+            item = max(covering, key=lambda v: v.end)
         joined.append(item)
         position = item.end
     return joined

@@ -12,26 +12,34 @@ moves the tail forward).
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
+from enum import Enum
 from typing import Any
 
 from . import _items as items
 from ._ranges import DEFAULT_VOID_AFTER_SECONDS, Gap, Placed, resolve, void_due
 from .aws import Conflict, call, each_item
-from .model import StreamInfo
+from .model import StoreUnavailable, StreamInfo
 
 # A transaction holds at most 100 actions: the ranges of a gap are claimed this many at a time
-# (with room for the void chunk).
-_CLAIMS_PER_TRANSACTION = 98
+# (with room for the void chunk and the check that the gap is still pending).
+_CLAIMS_PER_TRANSACTION = 97
 # Gaps remembered with the time they were first seen here.
 _GAPS_REMEMBERED = 1024
 # Times one settling voids a gap and looks again, before it answers what it found.
 _SETTLE_ROUNDS = 4
+
+
+class Claim(Enum):
+    """What a range's claim says."""
+
+    FILLED = "filled"
+    VOID = "void"
+    UNKNOWN = "unknown"
 
 
 def claim_put(table: str, incarnation: str, number: int, now: float, void: bool) -> dict[str, Any]:
@@ -166,7 +174,12 @@ class Settler:
                     numbers[:_CLAIMS_PER_TRANSACTION],
                     numbers[_CLAIMS_PER_TRANSACTION:],
                 )
-                self._write([claim_put(self.table, info.incarnation, k, now, True) for k in batch])
+                self._write(
+                    [
+                        *(claim_put(self.table, info.incarnation, k, now, True) for k in batch),
+                        self._still_pending(info, gap),
+                    ]
+                )
             self._write(
                 [
                     *(claim_put(self.table, info.incarnation, k, now, True) for k in numbers),
@@ -194,16 +207,39 @@ class Settler:
             }
         }
 
-    def void_own(self, info: StreamInfo, start: int, end: int, number: int) -> None:
+    def void_own(self, info: StreamInfo, start: int, end: int, number: int) -> Claim:
         """Give up a range this writer reserved and will not fill (its append was refused
-        after the reservation): readers pass over it at once instead of waiting."""
-        with contextlib.suppress(Conflict):  # voided already by a reader that gave up on it
+        after the reservation, or its fill failed): readers pass over it at once instead of
+        waiting. What the range's claim says afterwards: VOID (by this call, or by a reader
+        that gave up on it), or FILLED (a fill whose answer was lost did land). Best effort:
+        UNKNOWN when the store could not be asked; readers void the range in time."""
+        claim = claim_put(self.table, info.incarnation, number, self.clock(), True)
+        claim["Put"]["ConditionExpression"] = "attribute_not_exists(pk)"  # only if unclaimed
+        del claim["Put"]["ExpressionAttributeNames"], claim["Put"]["ExpressionAttributeValues"]
+        try:
             self._write(
-                [
-                    claim_put(self.table, info.incarnation, number, self.clock(), True),
-                    void_chunk_put(self.table, info.incarnation, start, end, (number, number)),
-                ]
+                [claim, void_chunk_put(self.table, info.incarnation, start, end, (number, number))]
             )
+        except Conflict:
+            return self.claim_of(info, number)
+        except StoreUnavailable:
+            return Claim.UNKNOWN
+        return Claim.VOID
+
+    def claim_of(self, info: StreamInfo, number: int) -> Claim:
+        try:
+            response = call(
+                self.dynamodb.get_item,
+                TableName=self.table,
+                Key=items.range_claim_key(info.incarnation, number),
+                ConsistentRead=True,
+            )
+        except StoreUnavailable:
+            return Claim.UNKNOWN
+        item = response.get("Item")
+        if item is None:
+            return Claim.UNKNOWN
+        return Claim.VOID if item.get("v", {}).get("BOOL", False) else Claim.FILLED
 
     def publish(self, info: StreamInfo, readable: int, number: int) -> bool:
         """Move the stored tail forward to `readable` (never back)."""

@@ -42,7 +42,7 @@ from . import _items as items
 from ._append import Appender
 from ._chunks import DEFAULT_INLINE_MAX_BYTES, ChunkStore, StoredBody
 from ._group import GroupCommits
-from ._ranges import DEFAULT_VOID_AFTER_SECONDS
+from ._ranges import DEFAULT_VOID_AFTER_SECONDS, PUBLISH_EVERY, QUIET_SECONDS
 from ._recent import RecentWrites
 from ._seal_plan import DEFAULT_HOT_BYTES, marks
 from ._settle import Settler
@@ -116,7 +116,9 @@ class DynamoStore:
         info = self.live(self._get_raw(path))
         if info is None or info.settled:
             return info
-        return self.settler.settle(info, publish=True, write=not self.read_only)
+        lagging = info.ranges - info.published_ranges >= PUBLISH_EVERY
+        quiet = self.clock() - info.reserved_at >= QUIET_SECONDS
+        return self.settler.settle(info, publish=lagging or quiet, write=not self.read_only)
 
     def settle(self, info: StreamInfo) -> StreamInfo:
         """`info` with `tail` where its readable data ends (see `get`)."""
@@ -286,6 +288,8 @@ class DynamoStore:
         if position in {0, source.tail}:
             return True
         batch = self.read(source, position, 1)  # the first whole message from there
+        if batch.start > position:
+            return True  # a void range begins here: the end of a range, so of a message
         first = batch.messages[0] if batch.messages else None
         return first is not None and batch.end - len(first) == position
 
@@ -298,6 +302,7 @@ class DynamoStore:
         position, remaining = anchor, units
         while remaining > 0 and position < source.tail:
             batch = self.read(source, position, 1 << 20)
+            position = max(position, batch.start)  # past a void range, which holds none
             for message in (batch.messages or ())[:remaining]:
                 position += len(message)
                 remaining -= 1

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -332,6 +333,8 @@ class Sealer:
             while batch:
                 response = call(self.dynamodb.batch_write_item, RequestItems=batch)
                 batch = response.get("UnprocessedItems") or {}
+                if batch:
+                    time.sleep(0.05)  # throttled: let the partition catch up
         return len(old)
 
     # ------------------------------------------------------------------ after sealing

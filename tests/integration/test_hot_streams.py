@@ -18,6 +18,7 @@ from core.protocol.headers import ProducerClaim
 from core.runtime import Backend
 from core.storage import CreateSpec, DynamoStore, ForkRequest, Payload, Sealer
 from core.storage import _items as items
+from core.storage._ranges import QUIET_SECONDS
 from core.storage._seal_plan import SealPolicy
 from core.storage.aws import Conflict
 
@@ -126,7 +127,10 @@ def test_a_range_whose_writer_died_holds_readers_until_it_is_voided(backend: Bac
             reserved, start, Payload(b"lost;"), _body(writer, reserved), number, plain(b"lost;")[0]
         )
     assert read_all(reader, "s") == b"first;after;"
-    # The tail was published: the next reader needs no look at the items above it.
+    # Once the stream is quiet, a reader publishes the tail: the next one needs no look at
+    # the items above it.
+    time.sleep(QUIET_SECONDS)
+    reader.get("s")
     stored = reader.snapshot("s")
     assert stored is not None and stored.published_tail == after.info.tail
 
@@ -269,13 +273,18 @@ def test_the_fills_producer_condition_is_fill_accepts(backend: Backend) -> None:
         stored = None
         if rng.random() < 0.8:
             stored = (rng.randint(0, 2), rng.randint(0, 3), rng.choice([None, 5, 10, 15]))
-            item = {**key, "inc": {"S": info.incarnation if rng.random() < 0.9 else "other"}}
+            # Mostly this incarnation's; else an older one's (as good as none) or a newer
+            # one's (the stream was re-created while the fill was on its way: refused).
+            incarnation = rng.choice([info.incarnation] * 8 + ["0" * 29, "f" * 29])
+            item = {**key, "inc": {"S": incarnation}}
             item.update(ep={"N": str(stored[0])}, sq={"N": str(stored[1])})
             if stored[2] is not None:
                 item["pe"] = {"N": str(stored[2])}
             backend.dynamodb.put_item(TableName=table, Item=item)
-            if item["inc"]["S"] != info.incarnation:
-                stored = None  # another incarnation's: as good as none
+            if incarnation < info.incarnation:
+                stored = None
+            elif incarnation > info.incarnation:
+                stored = (99, 99, None)  # nothing this request could follow
         else:
             backend.dynamodb.delete_item(TableName=table, Key=key)
         claim = ProducerClaim("p", rng.randint(0, 2), rng.randint(0, 4))
@@ -304,8 +313,9 @@ def test_old_claims_of_published_ranges_are_forgotten_by_the_sealer(backend: Bac
         store.recent.mark_hot("g")
     for index in range(12):
         assert stores[index % 2].append("g", *plain(b"r;")).decision.verdict is Verdict.COMMIT
+    clock.now += QUIET_SECONDS  # a quiet stream: its reader publishes the tail
     info = stores[0].get("g")
-    assert info is not None and info.settled
+    assert info is not None and info.published_tail == info.reserved_end
 
     def claims() -> int:
         return len(
@@ -440,3 +450,145 @@ def test_a_read_only_reader_settles_by_looking_only(backend: Backend) -> None:
     assert seen is not None and seen.tail == 2  # stops at the pending range
     writes = {op for op in meter.calls if op not in {"GetItem", "Query", "BatchGetItem"}}
     assert writes == set(), dict(meter.calls)
+
+
+def test_a_client_reads_at_the_offset_its_append_was_given(backend: Backend) -> None:
+    """Its append's range is readable only once every range below it is: the read waits
+    for them (here: a dead writer's, voided after the bound) instead of refusing an offset
+    the server itself handed out."""
+    from starlette.testclient import TestClient
+
+    from core.app import create_app
+
+    writer = store_on(backend, void_after=VOID_AFTER)
+    served = store_on(backend, void_after=VOID_AFTER)
+    writer.create("own", CreateSpec(TEXT, payload=Payload(b"a;")))
+    _reserve_and_die(writer, "own", b"dead;")
+    served.recent.mark_hot("own")
+    with TestClient(create_app(backend.settings, served)) as client:
+        url = "/v1/stream/own"
+        appended = client.post(url, content=b"mine;", headers={"Content-Type": TEXT})
+        assert appended.status_code == 204
+        offset = appended.headers["Stream-Next-Offset"]
+        started = time.monotonic()
+        read = client.get(url, params={"offset": offset})
+        assert read.status_code == 200, read.text
+        assert read.headers["Stream-Up-To-Date"] == "true" and read.content == b""
+        assert time.monotonic() - started < VOID_AFTER + 1.5
+        data, at = b"", "-1"
+        while True:  # a response ends where a void range begins; the next passes over it
+            answer = client.get(url, params={"offset": at})
+            data, at = data + answer.content, answer.headers["Stream-Next-Offset"]
+            if answer.headers.get("Stream-Up-To-Date") == "true":
+                break
+        assert data == b"a;mine;" and at == offset
+
+
+def test_a_close_among_busy_writers_and_a_dead_range_commits(backend: Backend) -> None:
+    """The close holds new ranges off, renewing its hold while a dead writer's range waits
+    out the void bound, and commits well within the write deadline."""
+    stores = instances(backend, 9)
+    stores[0].create("busy", CreateSpec(TEXT))
+    _reserve_and_die(stores[0], "busy", b"dead;")
+    stop = threading.Event()
+
+    def write(store: DynamoStore, index: int) -> None:
+        store.recent.mark_hot("busy")
+        seq = 0
+        while not stop.is_set():
+            outcome = store.append("busy", *plain(f"{index}-{seq};".encode()))
+            if outcome.decision.verdict is Verdict.CLOSED:
+                return
+            seq += 1
+
+    threads = [threading.Thread(target=write, args=(s, i)) for i, s in enumerate(stores[1:])]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)
+    started = time.monotonic()
+    close = stores[0].append("busy", *plain(b"", close=True))
+    took = time.monotonic() - started
+    stop.set()
+    for thread in threads:
+        thread.join(30)
+    assert close.decision.verdict is Verdict.COMMIT
+    assert took < 3 * VOID_AFTER + 2, f"the close took {took:.1f} s"
+    info = stores[0].get("busy")
+    assert info is not None and info.closed and info.tail == close.info.tail
+
+
+def test_a_json_fork_counts_messages_across_a_void(backend: Backend) -> None:
+    writer, other = instances(backend, 2)
+    json_type = "application/json"
+    writer.create("j", CreateSpec(json_type, payload=Payload(b'"a"', (3,))))
+    _reserve_and_die(writer, "j", b'"dead-range"')
+    other.recent.mark_hot("j")
+    intent = AppendIntent(json_type, True, False)
+    assert other.append("j", intent, Payload(b'"bb"', (4,))).decision.verdict is Verdict.COMMIT
+    assert other.append("j", intent, Payload(b'"cc"', (4,))).decision.verdict is Verdict.COMMIT
+    time.sleep(VOID_AFTER + 0.1)
+    assert other.get("j") is not None
+    forked = other.create("j2", CreateSpec(None, fork=ForkRequest("j", 0, sub_offset=2)))
+    assert forked.info is not None
+    messages, position = [], 0
+    while position < forked.info.tail:
+        read = other.read(forked.info, position, 1 << 20)
+        messages += list(read.messages or ())
+        position = read.end
+    assert messages == [b'"a"', b'"bb"']
+    # An offset right before a void is a message boundary a fork may start from.
+    at_void = other.create("j3", CreateSpec(None, fork=ForkRequest("j", 3)))
+    assert at_void.info is not None and at_void.info.fork_position == 3
+
+
+def test_a_fill_whose_answer_is_lost_is_known_by_its_claim(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fill that landed but whose answer was lost is acknowledged (its claim says filled);
+    one that never landed is voided at once and answered 503, and nothing is stored."""
+    from core.storage import StoreUnavailable
+
+    store = store_on(backend, void_after=VOID_AFTER)
+    store.create("lost", CreateSpec(TEXT))
+    store.recent.mark_hot("lost")
+    real_write = store.write
+    mode = {"landed": True}
+
+    def write(actions: list[dict[str, Any]]) -> None:
+        claiming = any("k#" in str(a.get("Put", {}).get("Item", {}).get("pk")) for a in actions)
+        fill = claiming and not any(
+            a.get("Put", {}).get("Item", {}).get("v", {}).get("BOOL") for a in actions
+        )
+        if fill and mode["landed"]:
+            real_write(actions)
+        if fill:
+            raise StoreUnavailable("the answer was lost")
+        real_write(actions)
+
+    monkeypatch.setattr(store, "write", write)
+    landed = store.append("lost", *plain(b"landed;"))
+    assert landed.decision.verdict is Verdict.COMMIT
+    mode["landed"] = False
+    with pytest.raises(StoreUnavailable):
+        store.append("lost", *plain(b"never;"))
+    info = store.get("lost")
+    assert info is not None and info.tail == info.reserved_end  # voided at once
+    assert read_all(store, "lost") == b"landed;"
+
+
+def test_a_failed_publication_after_a_fill_does_not_fail_the_append(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.storage import StoreUnavailable
+
+    store = store_on(backend)
+    store.create("pub", CreateSpec(TEXT))
+    store.recent.mark_hot("pub")
+
+    def unavailable(*args: Any, **kwargs: Any) -> Any:
+        raise StoreUnavailable("throttled")
+
+    monkeypatch.setattr(store.settler, "settle", unavailable)
+    for index in range(10):  # the 8th range's writer publishes
+        outcome = store.append("pub", *plain(f"{index};".encode()))
+        assert outcome.decision.verdict is Verdict.COMMIT

@@ -189,7 +189,7 @@ def direct_writer(world: World, record: bytes, close: bool = False) -> Step:
     holding reservations off, then commit conditioned on the exact state it read."""
     t = world.table
     seen: dict[tuple[int, int], float] = {}
-    held = False
+    held = 0.0  # the hold this writer placed (0: none)
     while True:
         if t.closed:
             return
@@ -198,9 +198,8 @@ def direct_writer(world: World, record: bytes, close: bool = False) -> Step:
         if read[0] != read[1]:
             yield from settle(world, publish=True, seen=seen)
             if t.tail != t.rsv:
-                if not held and not t.closed:
-                    t.hold = world.now + VOID_AFTER
-                    held = True
+                if not t.closed and (t.hold < world.now or t.hold == held):
+                    t.hold = held = world.now + 2 * VOID_AFTER  # placed, or renewed
                     yield "held reservations off"
                 yield "waits for pending ranges"
                 continue

@@ -89,3 +89,15 @@ def test_a_gap_is_voided_once_seen_long_enough_or_once_nothing_was_reserved_late
     assert not void_due(first_seen=100, last_reserved_at=99.5, now=101, after=2)
     assert void_due(first_seen=100, last_reserved_at=101.5, now=102, after=2)
     assert void_due(first_seen=103, last_reserved_at=100, now=103, after=2)
+
+
+def test_a_void_inside_a_larger_void_changes_nothing() -> None:
+    """A reader voided [0, 30); the writer of [10, 20) then voided its own range inside it.
+    Sorted by their ends the inner one comes first: it must not look like a gap at 0."""
+    placed = [
+        Placed(10, 20, 2, void=True, first_number=2),
+        Placed(0, 30, 3, void=True, first_number=1),
+        Placed(30, 40, 4),
+    ]
+    resolution = resolve(0, 0, 40, 4, placed)
+    assert (resolution.readable, resolution.readable_number, resolution.gap) == (40, 4, None)

@@ -142,3 +142,12 @@ def test_a_short_segment_before_a_void_is_not_grown_across_it() -> None:
     stored = [void(0, 5), *chunks(5, 30)]
     decided = plan(stored, origin=0, tail=30, closed=True, policy=POLICY)
     assert span(decided.run) == (5, 30)
+
+
+def test_a_void_inside_a_larger_void_does_not_stop_sealing() -> None:
+    stored = [*chunks(0, 10), void(20, 25), void(10, 30), *chunks(30, 40, 50)]
+    decided = plan(stored, origin=0, tail=50, closed=True, policy=POLICY)
+    assert span(decided.run) == (0, 10) and decided.more
+    after = [segment(0, 10), void(20, 25), void(10, 30), *chunks(30, 40, 50)]
+    decided = plan(after, origin=0, tail=50, closed=True, policy=POLICY)
+    assert span(decided.run) == (30, 50)
