@@ -84,6 +84,7 @@ _FRAMING_ROOM = 256
 # after which a dead writer's range is voided (`core.storage._ranges`).
 PENDING_WAIT_SECONDS = 3.0
 
+
 class ChangeListener(Protocol):
     """Who is told of committed writes (the subscriptions)."""
 
