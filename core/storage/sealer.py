@@ -172,6 +172,10 @@ class Sealer:
         changing its items (each lost race lists them again and plans afresh)."""
         if self.store.lifecycle_due(info):
             return True  # expired or released: the reaper and the collector take it from here
+        if not info.settled:
+            # Ranges pending or unpublished above the published tail (a stream several write):
+            # seal up to where readable data ends, and publish it.
+            info = self.store.settler.settle(info, publish=True)
         report.items_deleted += self._forget_claims(info)
         lost, sealed_any = 0, False
         for _ in range(_MAX_RUNS):
