@@ -714,9 +714,10 @@ class Appender:
         """Add `length` to the reserved end and one to the range count; the stream as it is
         just after (its reserved end is this range's end, its count this range's number)."""
         store = self.store
-        # The last reservation's time only moves forward (a retried request, or another
-        # instance's clock a little ahead): readers judge pending ranges' age by it.
-        now = max(store.clock(), info.reserved_at)
+        # When the last range was reserved, for readers judging how old pending ranges are.
+        # Not a condition: writers would race for it. A request retried seconds late may set
+        # it back; readers may then void a fresh range early, whose writer reserves anew.
+        now = store.clock()
         sets = ["#rsv = #rsv + :length", "#rn = #rn + :one", "#rt = :now"]
         names = {
             "#rsv": "rsv",
@@ -736,7 +737,6 @@ class Appender:
         condition = (
             "#inc = :inc AND #closed = :false AND attribute_not_exists(#del)"
             " AND attribute_exists(#rsv) AND (attribute_not_exists(#hold) OR #hold < :now)"
-            " AND (attribute_not_exists(#rt) OR #rt <= :now)"
         )
         names["#hold"] = "hold"
         if info.expires_at is not None:
