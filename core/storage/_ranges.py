@@ -30,7 +30,7 @@ DEFAULT_VOID_AFTER_SECONDS = 2.0
 # so readers never have many ranges to look at above it; a reader publishes when this many
 # are unpublished, or when the stream has been quiet for `QUIET_SECONDS` (a writer that
 # publishes may be gone). Readers of a busy stream so write to its item rarely.
-PUBLISH_EVERY = 8
+PUBLISH_EVERY = 16
 QUIET_SECONDS = 1.0
 
 

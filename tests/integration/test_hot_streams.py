@@ -18,7 +18,7 @@ from core.protocol.headers import ProducerClaim
 from core.runtime import Backend
 from core.storage import CreateSpec, DynamoStore, ForkRequest, Payload, Sealer
 from core.storage import _items as items
-from core.storage._ranges import QUIET_SECONDS
+from core.storage._ranges import PUBLISH_EVERY, QUIET_SECONDS
 from core.storage._seal_plan import SealPolicy
 from core.storage.aws import Conflict
 
@@ -589,6 +589,6 @@ def test_a_failed_publication_after_a_fill_does_not_fail_the_append(
         raise StoreUnavailable("throttled")
 
     monkeypatch.setattr(store.settler, "settle", unavailable)
-    for index in range(10):  # the 8th range's writer publishes
+    for index in range(PUBLISH_EVERY + 2):  # a range's writer publishes now and then
         outcome = store.append("pub", *plain(f"{index};".encode()))
         assert outcome.decision.verdict is Verdict.COMMIT
