@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 from urllib.parse import quote, unquote, urlsplit
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive
@@ -69,6 +68,7 @@ from .bodies import read_within
 from .disconnect import CLIENT_GONE, unless_client_leaves
 from .envelope import SSE_CONTROL_ALLOWANCE, encoded_size, fit_read
 from .live import SharedReads, TailWatcher
+from .offload import offload
 from .sse import SsePlan, SseSessions
 from .wakeups import Wakeups
 
@@ -162,7 +162,7 @@ class StreamEndpoints:
         spec = await self._parse_create(request)
         location = self._location(request, path)
 
-        outcome = await run_in_threadpool(self.store.create, path, spec)
+        outcome = await offload(self.store.create, path, spec)
         # Shared checks begun before the create must no longer answer readers of the path.
         self.wakeups.notify(path)
         if outcome.status is CreateStatus.CREATED and spec.payload.data:
@@ -245,7 +245,7 @@ class StreamEndpoints:
     async def append(self, request: Request, path: str) -> Response:
         intent, payload = await self._parse_append(request)
 
-        outcome = await run_in_threadpool(self.store.append, path, intent, payload)
+        outcome = await offload(self.store.append, path, intent, payload)
 
         if outcome.presence is Presence.NOT_FOUND:
             return r.not_found()
@@ -267,7 +267,7 @@ class StreamEndpoints:
         try:
             # Usually answered from memory, with no trip to a worker thread.
             if not self.on_change.unconcerned(path):
-                await run_in_threadpool(self.on_change.changed, path)
+                await offload(self.on_change.changed, path)
         except Exception:
             logger.exception("subscription notice for %s failed", path)
 
@@ -293,7 +293,7 @@ class StreamEndpoints:
     # ------------------------------------------------------------------ HEAD
 
     async def head(self, path: str) -> Response:
-        info = await run_in_threadpool(self.store.get, path)
+        info = await offload(self.store.get, path)
         if info is None:
             return r.bodyless(r.not_found())
         if info.soft_deleted:
@@ -304,7 +304,7 @@ class StreamEndpoints:
     # ------------------------------------------------------------------ DELETE
 
     async def delete(self, path: str) -> Response:
-        presence = await run_in_threadpool(self.store.delete, path)
+        presence = await offload(self.store.delete, path)
         if presence is Presence.NOT_FOUND:
             return r.not_found()
         if presence is Presence.GONE:
@@ -332,7 +332,7 @@ class StreamEndpoints:
         if position > info.tail:
             raise bad_request("offset is past the end of the stream")
         if info.ttl_seconds is not None:  # only a sliding TTL is ever renewed by a read
-            await run_in_threadpool(self.store.renew, info)
+            await offload(self.store.renew, info)
         self.telemetry.count(Metric.READS)
 
         if read.live == "sse":
@@ -432,12 +432,10 @@ class StreamEndpoints:
         if shared:
             batch = await self.reads.read(info, position, self.settings.max_read_bytes)
         elif bound is None:
-            batch = await run_in_threadpool(
-                self.store.read, info, position, self.settings.max_read_bytes
-            )
+            batch = await offload(self.store.read, info, position, self.settings.max_read_bytes)
         elif bound > position:
             most = min(self.settings.max_read_bytes, bound - position)
-            batch = (await run_in_threadpool(self.store.read, info, position, most)).before(bound)
+            batch = (await offload(self.store.read, info, position, most)).before(bound)
             if batch.end == position:
                 raise bad_request("until is not at a message boundary")
         else:

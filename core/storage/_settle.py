@@ -13,7 +13,6 @@ moves the tail forward).
 from __future__ import annotations
 
 import threading
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
@@ -22,7 +21,7 @@ from typing import Any
 
 from . import _items as items
 from ._ranges import DEFAULT_VOID_AFTER_SECONDS, Gap, Placed, resolve, void_due
-from .aws import Conflict, call, each_item
+from .aws import Conflict, call, each_item, request_token
 from .model import StoreUnavailable, StreamInfo
 
 # A transaction holds at most 100 actions: the ranges of a gap are claimed this many at a time
@@ -265,5 +264,5 @@ class Settler:
         call(
             self.dynamodb.transact_write_items,
             TransactItems=actions,
-            ClientRequestToken=uuid.uuid4().hex,
+            ClientRequestToken=request_token(),
         )

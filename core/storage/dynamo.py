@@ -46,7 +46,7 @@ from ._ranges import DEFAULT_VOID_AFTER_SECONDS, PUBLISH_EVERY, QUIET_SECONDS
 from ._recent import RecentWrites
 from ._seal_plan import DEFAULT_HOT_BYTES, marks
 from ._settle import Settler
-from .aws import Conflict, call, is_throttle_code, when_made
+from .aws import Conflict, call, is_throttle_code, request_token, when_made
 from .model import (
     AppendOutcome,
     CreateOutcome,
@@ -608,7 +608,7 @@ class DynamoStore:
         call(
             self.dynamodb.transact_write_items,
             TransactItems=actions,
-            ClientRequestToken=uuid.uuid4().hex,
+            ClientRequestToken=request_token(),
         )
 
     def _update_single(self, update: dict[str, Any]) -> None:
