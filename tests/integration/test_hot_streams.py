@@ -47,6 +47,20 @@ def read_all(store: DynamoStore, path: str) -> bytes:
     return bytes(data)
 
 
+def read_placed(store: DynamoStore, path: str) -> bytes:
+    """Everything readable, each byte at its offset (a voided range, which holds nothing,
+    as zero bytes): what an acknowledged offset points at."""
+    info = store.get(path)
+    assert info is not None
+    data, position = bytearray(info.tail), 0
+    while position < info.tail:
+        batch = store.read(info, position, 1 << 20)
+        assert batch.end > position, f"the read stopped at {position} of {info.tail}"
+        data[batch.start : batch.end] = batch.data
+        position = batch.end
+    return bytes(data)
+
+
 def instances(backend: Backend, count: int) -> list[DynamoStore]:
     return [store_on(backend, void_after=VOID_AFTER) for _ in range(count)]
 
@@ -81,8 +95,8 @@ def test_writers_on_many_instances_append_each_record_once_at_its_offset(
     meter = CallMeter()
     meter.attach(backend.dynamodb)
     answers = hammer(stores, "hot", 25, producers)
-    data = read_all(stores[0], "hot")
-    records = data.split(b";")[:-1]
+    data = read_placed(stores[0], "hot")  # a slow writer's range may have been voided
+    records = data.replace(b"\0", b"").split(b";")[:-1]
     assert len(records) == len(set(records)) == 8 * 25, "a record is missing or doubled"
     for record, outcome in answers:
         assert outcome.decision.verdict is Verdict.COMMIT
@@ -375,7 +389,7 @@ def test_appends_waiting_in_one_process_commit_together(backend: Backend) -> Non
         thread.start()
     for thread in threads:
         thread.join(60)
-    data = read_all(store, "g")
+    data = read_placed(store, "g")
     refused = [o for r, o in answers if r is None]
     assert [o.decision.verdict for o in refused] == [Verdict.CONTENT_TYPE_MISMATCH]
     for record, outcome in answers:
