@@ -48,9 +48,13 @@ def create_app(
     store: StreamStore,
     telemetry: Telemetry | None = None,
     access_log: logging.Logger | None = None,
+    *,
+    store_in_process: bool = False,
 ) -> FastAPI:
+    """`store_in_process`: the store answers in this process without waiting on a network
+    (the embedded emulator): most of its calls are then made on the event loop itself."""
     app = FastAPI(title="Durable Streams on AWS", docs_url=None, redoc_url=None)
-    endpoints = StreamEndpoints(settings, store, Wakeups(), telemetry)
+    endpoints = StreamEndpoints(settings, store, Wakeups(), telemetry, store_in_process)
     app.state.endpoints = endpoints
     guard = _guard(settings)
     if settings.subscriptions:

@@ -74,7 +74,9 @@ def _serve(args: argparse.Namespace) -> int:
         if data_dir is not None and not (settings.webhook_secret or settings.webhook_secret_id):
             secret = _webhook_secret(data_dir)
             settings = settings.model_copy(update={"webhook_secret": secret})
-        backend = build_backend(settings, endpoint=IN_PROCESS_ENDPOINT, lean_emulator=True)
+        backend = build_backend(
+            settings, endpoint=IN_PROCESS_ENDPOINT, lean_emulator=True, in_process=True
+        )
         emulator.connect(backend.dynamodb)
         emulator.connect(backend.s3)
         ensure_resources(backend)

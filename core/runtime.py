@@ -29,9 +29,14 @@ class Backend:
     store: DynamoStore
 
     telemetry: Telemetry | None = None
+    # The store answers in this process, without waiting on a network (the embedded emulator
+    # reached without a socket): the app may call it on its event loop.
+    in_process: bool = False
 
     def app(self, access_log: logging.Logger | None = None) -> FastAPI:
-        return create_app(self.settings, self.store, self.telemetry, access_log)
+        return create_app(
+            self.settings, self.store, self.telemetry, access_log, store_in_process=self.in_process
+        )
 
 
 def seal_policy(settings: Settings) -> SealPolicy:
@@ -50,10 +55,12 @@ def build_backend(
     endpoint: str | None = None,
     telemetry: Telemetry | None = None,
     lean_emulator: bool = False,
+    in_process: bool = False,
 ) -> Backend:
     """Clients for real AWS (standard credentials, `AWS_ENDPOINT_URL*` honoured by boto3), or
     for the emulator at `endpoint`, leaving out what only AWS needs with `lean_emulator`
-    (`AwsSettings.lean_emulator_dynamodb`)."""
+    (`AwsSettings.lean_emulator_dynamodb`); `in_process`: that emulator answers in this
+    process, without a socket (see `Backend.in_process`)."""
     if lean_emulator and endpoint is None:
         raise ValueError("lean_emulator is for the emulator's clients, not AWS's")
     if endpoint is not None:
@@ -77,7 +84,7 @@ def build_backend(
         telemetry=telemetry,
         seal_mark_bytes=seal_policy(settings).hot_bytes,
     )
-    return Backend(settings, dynamodb, s3, store, telemetry)
+    return Backend(settings, dynamodb, s3, store, telemetry, in_process)
 
 
 def use_emulator_credentials() -> None:

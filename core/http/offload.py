@@ -1,4 +1,4 @@
-"""Blocking store calls, run off the event loop on threads of their own.
+"""Store calls, run off the event loop on threads of their own (or on it, `run_here`).
 
 Starlette's `run_in_threadpool` goes through anyio (a capacity limiter, context copies, the
 async library's detection): about a fifth of the event loop's time per append under load. The
@@ -24,3 +24,9 @@ _POOL = ThreadPoolExecutor(max_workers=40, thread_name_prefix="store")
 async def offload(function: Callable[..., T], *args: Any) -> T:
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_POOL, functools.partial(function, *args))
+
+
+async def run_here(function: Callable[..., T], *args: Any) -> T:
+    """The same call, made on the event loop: for a store that answers in this process
+    without waiting on a network or on another request."""
+    return function(*args)
