@@ -9,7 +9,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .config import Settings, SettingsError, load_settings
+from .config import (
+    ENV_PREFIX,
+    SERVE_MAX_RESPONSE_BYTES,
+    Settings,
+    SettingsError,
+    load_settings,
+)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4437
@@ -29,7 +35,12 @@ def _serve(args: argparse.Namespace) -> int:
     exit_on_termination()
 
     settings = _settings(
-        args, long_poll_timeout=args.long_poll_timeout, auth=True if args.auth else None
+        args,
+        long_poll_timeout=args.long_poll_timeout,
+        auth=True if args.auth else None,
+        max_response_bytes=None
+        if f"{ENV_PREFIX}MAX_RESPONSE_BYTES" in os.environ
+        else SERVE_MAX_RESPONSE_BYTES,
     )
     if settings.webhook_allow_localhost is None:
         # Loopback webhooks let a subscriber make the server POST to any local port: only

@@ -19,6 +19,10 @@ MIB = 1024 * 1024
 # A Function URL carries at most 6 MB each way (6,291,556 bytes); this leaves room for the
 # status, the headers and the JSON envelope around a response body.
 LAMBDA_MAX_RESPONSE_BYTES = 6_000_000
+# `dsaws serve` has no such front door: a read from a stream's start returns up to this much in
+# one response (clients that make exactly one request get a whole stream, as from the
+# reference server), unless DS_MAX_RESPONSE_BYTES says otherwise.
+SERVE_MAX_RESPONSE_BYTES = 64 * MIB
 # A request body reaches the function base64-encoded inside that same 6 MB.
 LAMBDA_MAX_APPEND_BYTES = 4 * MIB
 # A wait (long-poll, SSE window, contended write) must end this long before the function's
@@ -55,6 +59,13 @@ class Settings(BaseModel):
     long_poll_timeout: float = Field(15.0, ge=0, description="seconds a long-poll may wait")
     poll_interval: float = Field(0.2, gt=0, description="seconds between tail checks")
     max_read_bytes: int = Field(1 * MIB, gt=0, description="largest read response body")
+    max_read_from_start_bytes: int | None = Field(
+        None,
+        gt=0,
+        description="largest catch-up response for a read from a stream's start (default: "
+        "what the front door carries, max_response_bytes, so one request reads a whole "
+        "stream up to that size)",
+    )
     max_response_bytes: int = Field(
         LAMBDA_MAX_RESPONSE_BYTES,
         ge=16 * 1024,

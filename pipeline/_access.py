@@ -16,7 +16,7 @@ from typing import Protocol
 from core.client import DurableStream, Offset, StreamGone, StreamNotFound, list_streams
 from core.protocol.headers import is_json
 from core.protocol.jsonmode import split_messages
-from core.protocol.offsets import format_offset
+from core.protocol.offsets import format_offset, parse_offset
 from core.storage import ReadBatch
 
 from ._plan import Origin, StreamSlice, StreamState, position
@@ -66,7 +66,9 @@ class HttpAccess:
                     messages = tuple(split_messages(batch.data, allow_empty_array=True))
                     yield ReadBatch(start, end, messages=messages)
                 else:
-                    yield ReadBatch(start, end, data=batch.data)
+                    # A response ends between appends unless its offset says it was cut inside one.
+                    inside = parse_offset(batch.next_offset.token).exact
+                    yield ReadBatch(start, end, data=batch.data, ends=() if inside else (end,))
 
     def split(self, piece: StreamSlice, every: int) -> list[StreamSlice]:
         # Message boundaries are not known without reading; over HTTP a range is read whole.

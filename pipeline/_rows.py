@@ -39,7 +39,7 @@ def rows(
     if batch.messages is None:
         if batch.data:
             message = batch.data.decode() if as_text else batch.data
-            yield (stream, format_offset(batch.end), message, content_type)
+            yield (stream, format_offset(batch.end, batch.inside), message, content_type)
         return
     at = batch.start
     for raw in batch.messages:

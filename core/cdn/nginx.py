@@ -20,10 +20,12 @@ nginx differs from CloudFront in ways the configuration has to make up for:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..auth.origin import ORIGIN_SECRET_HEADER
+from ..protocol.limits import append_too_large
 from .policy import METHOD_KEY_HEADER, CdnPolicy
 
 # What CloudFront compresses among the types streams use (it also needs 1,000 bytes or more);
@@ -72,9 +74,8 @@ def render_nginx_conf(policy: CdnPolicy, site: NginxSite) -> str:
         else ""
     )
     repeated = "|".join(policy.key_query_parameters)
-    too_large = (
-        '{"error": "payload_too_large", "message": "the request body is larger than '
-        f'{site.max_append_bytes} bytes: split it into several appends"}}'
+    too_large = json.dumps(
+        {"error": "payload_too_large", "message": append_too_large(site.max_append_bytes)}
     )
     user = f"user {site.run_as[0]} {site.run_as[1]};\n" if site.run_as else ""
     gzip = (

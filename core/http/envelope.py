@@ -110,14 +110,22 @@ def fit_read(
     text: bool,
 ) -> tuple[ReadBatch, bytes]:
     """The longest prefix of `batch` whose rendered body fits `budget` once encoded as
-    `wire_type`, with that body: whole messages for JSON (at least one), and for text
-    (`text`) a cut that splits no character. A prefix is never empty while the batch has
-    data."""
+    `wire_type`, with that body: whole messages for JSON (at least one), whole appends for
+    other streams unless the first alone does not fit, and then for text (`text`) a cut that
+    splits no character. A prefix is never empty while the batch has data."""
     json_mode = batch.messages is not None
     count = len(batch.messages) if batch.messages is not None else len(batch.data)
 
     def cut(n: int) -> int:
-        return text_boundary(batch.data, n) if text and not json_mode else n
+        """Where a prefix of at most n bytes (or messages) ends: after the last whole append
+        that fits, or inside the first when even that does not (then never inside a
+        character of text)."""
+        if json_mode or n >= count:
+            return n
+        clean = batch.clean_cut(n)
+        if text and clean == n and not batch.ends_at(batch.start + n):
+            return text_boundary(batch.data, n)
+        return clean
 
     last: tuple[int, bytes] | None = None  # the latest rendering: usually the one served
 

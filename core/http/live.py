@@ -72,6 +72,10 @@ class SharedTailChecks:
                     del self._checks[path]
 
 
+# incarnation, tail, start, size, and whether a start inside an append means its start
+_ReadKey = tuple[str, int, int, int, bool]
+
+
 class SharedReads:
     """Single-flight `store.read`: identical reads (same incarnation, tail, start and size: the
     same bytes) in flight at once are made once, and a finished one still serves for a moment
@@ -83,21 +87,23 @@ class SharedReads:
         # Re-entrant: a read that finished before its callback was added runs the callback at
         # once, in the thread that holds the lock.
         self._lock = threading.RLock()
-        self._reads: dict[tuple[str, int, int, int], Future[ReadBatch]] = {}
-        self._finished: deque[tuple[float, tuple[str, int, int, int], Future[ReadBatch]]] = deque()
+        self._reads: dict[_ReadKey, Future[ReadBatch]] = {}
+        self._finished: deque[tuple[float, _ReadKey, Future[ReadBatch]]] = deque()
 
-    async def read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
-        key = (info.incarnation, info.tail, start, max_bytes)
+    async def read(
+        self, info: StreamInfo, start: int, max_bytes: int, whole: bool = False
+    ) -> ReadBatch:
+        key = (info.incarnation, info.tail, start, max_bytes, whole)
         with self._lock:
             self._forget_old(time.monotonic())
             future = self._reads.get(key)
             if future is None:
-                future = _pool().submit(self.store.read, info, start, max_bytes)
+                future = _pool().submit(self.store.read, info, start, max_bytes, whole)
                 self._reads[key] = future
                 future.add_done_callback(lambda done: self._finish(key, done))
         return await _share(future)
 
-    def _finish(self, key: tuple[str, int, int, int], done: Future[ReadBatch]) -> None:
+    def _finish(self, key: _ReadKey, done: Future[ReadBatch]) -> None:
         with self._lock:
             if done.cancelled() or done.exception() is not None:
                 if self._reads.get(key) is done:  # a failure is not shared after the fact

@@ -165,9 +165,10 @@ def create_response(outcome: CreateOutcome, location: str) -> Response:
     return Response(status_code=200, headers=headers)
 
 
-def offset_headers(position: int, closed: bool) -> dict[str, str]:
-    """Where the client stands, and whether that is the end of a closed stream."""
-    headers = {STREAM_NEXT_OFFSET: format_offset(position)}
+def offset_headers(position: int, closed: bool, inside: bool = False) -> dict[str, str]:
+    """Where the client stands (`inside` an append, when a response was cut there), and
+    whether that is the end of a closed stream."""
+    headers = {STREAM_NEXT_OFFSET: format_offset(position, inside)}
     if closed:
         headers[STREAM_CLOSED] = "true"
     return headers
@@ -252,7 +253,8 @@ def append_response(outcome: AppendOutcome, intent: AppendIntent) -> Response:
         return error(
             409,
             "stream_seq_regression",
-            "Stream-Seq must be greater than the last one written",
+            # "Sequence conflict": the words upstream clients tell this 409 from others by.
+            "Sequence conflict: Stream-Seq must be greater than the last one written",
             producer_conflict,
         )
     if verdict is Verdict.SEQUENCE_GAP:

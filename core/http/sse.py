@@ -27,6 +27,7 @@ class SsePlan:
     lifetime: float
     stop_after_data: bool  # bounded-window mode
     client_cursor: str | None = None
+    whole: bool = False  # the offset was a plain token: inside an append means its start
 
 
 class SseSessions:
@@ -59,19 +60,21 @@ class SseSessions:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + plan.lifetime
         position = plan.position
+        whole = plan.whole  # the first read only: later ones start where a batch ended
+        inside = False  # the position lies inside an append (a batch was cut there)
         announced = False  # has a control event told the client where it stands?
         current: StreamInfo | None = info
         while current is not None and not current.soft_deleted:
             if position < current.tail:
                 # Shared: every session woken by the same append reads the same new bytes.
-                batch = await self.reads.read(current, position, self.max_read_bytes)
+                batch = await self.reads.read(current, position, self.max_read_bytes, whole)
                 event, batch = self._data_event(batch, current.content_type)
                 if batch.end == position:
                     return  # nothing could be read although the tail is ahead: never spin
-                position = batch.end
+                position, inside, whole = batch.end, batch.inside, False
                 at_tail = position >= current.tail
                 # One write for the pair: a data event is never seen without its control.
-                yield event + self._control(current, position, at_tail, plan)
+                yield event + self._control(current, position, at_tail, plan, inside)
                 announced = True
                 if (current.closed and at_tail) or plan.stop_after_data:
                     return
@@ -99,7 +102,14 @@ class SseSessions:
         fitted, event = fit_read(batch, render, "text/event-stream", self.event_budget, text=text)
         return event, fitted
 
-    def _control(self, info: StreamInfo, position: int, up_to_date: bool, plan: SsePlan) -> bytes:
+    def _control(
+        self,
+        info: StreamInfo,
+        position: int,
+        up_to_date: bool,
+        plan: SsePlan,
+        inside: bool = False,
+    ) -> bytes:
         closed = info.closed and position >= info.tail
         cursor = None if closed else self.cursor_for(position, plan.client_cursor)
-        return control_event(format_offset(position), cursor, up_to_date, closed)
+        return control_event(format_offset(position, inside), cursor, up_to_date, closed)

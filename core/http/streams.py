@@ -42,6 +42,7 @@ from ..protocol.headers import (
     single_value,
 )
 from ..protocol.jsonmode import join_messages, split_messages
+from ..protocol.limits import append_too_large
 from ..protocol.offsets import (
     ReadStart,
     StartKind,
@@ -411,7 +412,14 @@ class StreamEndpoints:
     async def _sse(self, path: str, info: StreamInfo, position: int, read: ReadRequest) -> Response:
         window = self.settings.sse_mode == "window"
         lifetime = self.settings.sse_window_seconds if window else self.settings.sse_lifetime
-        plan = SsePlan(path, position, lifetime, stop_after_data=window, client_cursor=read.cursor)
+        plan = SsePlan(
+            path,
+            position,
+            lifetime,
+            stop_after_data=window,
+            client_cursor=read.cursor,
+            whole=read.start.whole,
+        )
         headers = {
             "Content-Type": "text/event-stream",
             "Cache-Control": caching.read_cache_control(
@@ -437,17 +445,20 @@ class StreamEndpoints:
         shared: bool = False,
     ) -> Response:
         """Data from `position`, up to the tail or to `bound` (the `until` extension). The
-        long-polls a change wakes at one offset read it once (`shared`)."""
+        long-polls a change wakes at one offset read it once (`shared`). A plain offset inside
+        an append reads from that append's start, so the response may begin before
+        `position`."""
+        whole = read.start.whole
+        most = self._read_size(position, read)
         if shared:
-            batch = await self.reads.read(info, position, self.settings.max_read_bytes)
+            batch = await self.reads.read(info, position, most, whole)
         elif bound is None:
-            batch = await self.call_store(
-                self.store.read, info, position, self.settings.max_read_bytes
-            )
+            batch = await self.call_store(self.store.read, info, position, most, whole)
         elif bound > position:
-            most = min(self.settings.max_read_bytes, bound - position)
-            batch = (await self.call_store(self.store.read, info, position, most)).before(bound)
-            if batch.end == position:
+            most = min(most, bound - position)
+            batch = await self.call_store(self.store.read, info, position, most, whole)
+            batch = batch.before(bound)
+            if batch.end == batch.start:
                 raise bad_request("until is not at a message boundary")
         else:
             empty = () if is_json(info.content_type) else None
@@ -461,19 +472,38 @@ class StreamEndpoints:
         )
         up_to_date = batch.end >= info.tail
         closed = info.closed and up_to_date
-        headers = {"Content-Type": info.content_type, **r.offset_headers(batch.end, closed)}
+        headers = {
+            "Content-Type": info.content_type,
+            **r.offset_headers(batch.end, closed, batch.inside),
+        }
         if up_to_date:
             headers[r.STREAM_UP_TO_DATE] = "true"
         if read.live is not None and not closed:
             headers[r.STREAM_CURSOR] = self._cursor(batch.end, read)
-        tag = caching.etag(info.incarnation, position, batch.end, closed)
+        tag = caching.etag(info.incarnation, batch.start, batch.end, closed)
         headers["ETag"] = tag
-        shape = ReadShape(_read_mode(read), batch.end > position, up_to_date, closed, read.from_now)
+        shape = ReadShape(
+            _read_mode(read), batch.end > batch.start, up_to_date, closed, read.from_now
+        )
         headers["Cache-Control"] = self._cache_control(info, shape, read.access)
         if caching.etag_matches(read.if_none_match, tag):
             headers.pop("Content-Type")
             return Response(status_code=304, headers=headers)
         return Response(body, status_code=200, headers=headers)
+
+    def _read_size(self, position: int, read: ReadRequest) -> int:
+        """How much a response may carry. A catch-up read from the stream's start may fill a
+        whole response (the front door's limit: one request reads a whole stream up to that
+        size, as clients that make exactly one request need); every other read, and every
+        live one, takes `max_read_bytes`, so catching up on a long stream through a CDN
+        fetches the same bytes from the origin as before (see the README's "Reads")."""
+        settings = self.settings
+        if position == 0 and read.live is None:
+            return max(
+                settings.max_read_bytes,
+                settings.max_read_from_start_bytes or settings.max_response_bytes,
+            )
+        return settings.max_read_bytes
 
     def _tail_response(self, info: StreamInfo, read: ReadRequest, status: int) -> Response:
         """Nothing to return: the client is at the tail (offset=now, or a long-poll)."""
@@ -514,7 +544,7 @@ class StreamEndpoints:
         limit = self.settings.max_append_bytes
         body = await read_within(request, limit)
         if body is None:
-            raise ProtocolError(413, f"request body is larger than {limit} bytes")
+            raise ProtocolError(413, append_too_large(limit))
         return body
 
     def _payload(

@@ -23,3 +23,12 @@ MAX_TTL_SECONDS = 10 * 365 * 24 * 3600  # ten years
 
 def utf8_length(value: str) -> int:
     return len(value.encode("utf-8", "surrogatepass"))
+
+
+def append_too_large(limit: int) -> str:
+    """What a client is told when a request body passes the append limit: the limit, and how
+    to write more (each append is one request, which the front door bounds)."""
+    return (
+        f"the request body is larger than the append limit of {limit} bytes: write larger "
+        "data as several appends (an idempotent producer keeps them in order, exactly once)"
+    )

@@ -1,4 +1,17 @@
-"""Offset tokens: fixed-width, lexicographically ordered, never the sentinels."""
+"""Offset tokens: fixed-width, lexicographically ordered, never the sentinels.
+
+A token names a byte position: `<16 zeros>_<position, 16 digits>`. Nearly every token the
+server hands out lies between two appends (two messages, for JSON): a tail, or the end of a
+response, which takes whole appends. Only a response cut inside an append, because that append
+alone is larger than a response may be, ends between two of its bytes; its token carries the
+suffix `_i` ("inside"), which sorts after the plain token of the same position and before
+any later one, so the order stays that of the positions.
+
+Clients are not meant to build offsets, but some do: the Yjs layer reads on from a snapshot at
+the snapshot's offset plus one. A plain token whose position lies inside an append is read from
+that append's start, whole, as the reference server reads it; a token with the suffix is read
+from exactly its position.
+"""
 
 from __future__ import annotations
 
@@ -11,23 +24,39 @@ from .errors import bad_request, quoted
 BEGINNING = "-1"
 NOW = "now"
 _WIDTH = 16
-_PATTERN = re.compile(r"([0-9]{16})_([0-9]{16})")
+INSIDE_SUFFIX = "_i"
+_PATTERN = re.compile(r"([0-9]{16})_([0-9]{16})(_i)?")
 MAX_POSITION = 10**_WIDTH - 1
 
 
-def format_offset(position: int) -> str:
-    """The token for a byte position; the first part is reserved and always zero."""
+def format_offset(position: int, inside: bool = False) -> str:
+    """The token for a byte position; the first part is reserved and always zero. `inside`:
+    the position lies inside an append (a response was cut there)."""
     if not 0 <= position <= MAX_POSITION:
         raise ValueError(f"position out of range: {position}")
-    return f"{0:0{_WIDTH}d}_{position:0{_WIDTH}d}"
+    return f"{0:0{_WIDTH}d}_{position:0{_WIDTH}d}{INSIDE_SUFFIX if inside else ''}"
 
 
-def parse_position(token: str) -> int:
-    """The byte position of a token minted by this server; 400 for anything else."""
+@dataclass(frozen=True)
+class Position:
+    """A parsed token: its byte position, and whether it names exactly that position (the
+    suffix) or the append holding it, when it lies inside one."""
+
+    at: int
+    exact: bool = False
+
+
+def parse_offset(token: str) -> Position:
+    """A token of this server's form; 400 for anything else."""
     match = _PATTERN.fullmatch(token)
     if match is None or match.group(1) != "0" * _WIDTH:
         raise bad_request(f"malformed offset: {quoted(token)}")
-    return int(match.group(2))
+    return Position(int(match.group(2)), exact=match.group(3) is not None)
+
+
+def parse_position(token: str) -> int:
+    """The byte position of a token of this server's form; 400 for anything else."""
+    return parse_offset(token).at
 
 
 class StartKind(Enum):
@@ -40,6 +69,8 @@ class StartKind(Enum):
 class ReadStart:
     kind: StartKind
     position: int = 0
+    # A plain token: read from the start of the append `position` lies inside, if it does.
+    whole: bool = False
 
     def resolve(self, tail: int) -> int:
         """The byte position to read from, given the stream's current tail."""
@@ -59,7 +90,8 @@ def parse_read_start(values: list[str]) -> ReadStart:
         return ReadStart(StartKind.BEGINNING)
     if token == NOW:
         return ReadStart(StartKind.NOW)
-    return ReadStart(StartKind.POSITION, parse_position(token))
+    parsed = parse_offset(token)
+    return ReadStart(StartKind.POSITION, parsed.at, whole=not parsed.exact)
 
 
 def parse_read_end(values: list[str], start: ReadStart, live: str | None) -> int | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -144,25 +144,28 @@ class ChunkStore:
             "ConditionExpression": "attribute_not_exists(pk)",
         }
 
-    def read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
+    def read(self, info: StreamInfo, start: int, max_bytes: int, whole: bool = False) -> ReadBatch:
         """Committed data from `start`: about `max_bytes` of it, counted as the read's body
-        (for JSON the array it is served as, separators included).
+        (for JSON the array it is served as, separators included), in whole appends (messages,
+        for JSON) unless the first alone is larger. `whole`: when `start` lies inside an append
+        (a message), the batch starts at that append's start.
 
         Sealing may replace the items a read is walking (see `core.storage.sealer`); the bytes
         of every position stay the same, so a read that finds an object gone only has to look
         again."""
         for _ in range(_GONE_RETRIES):
             try:
-                return self._read(info, start, max_bytes)
+                return self._read(info, start, max_bytes, whole)
             except ObjectGone as gone:
                 self.segments.forget(incarnation_of(gone.key))
         raise StoreUnavailable("stored objects kept changing under the read; retry")
 
-    def _read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
+    def _read(self, info: StreamInfo, start: int, max_bytes: int, whole: bool) -> ReadBatch:
         """A batch's bytes are contiguous: void ranges (which hold nothing) at its start are
         passed over, moving the batch's start past them, and it ends before any other."""
         json_mode = is_json(info.content_type)
         data: list[bytes] = []
+        ends: list[int] = []
         messages: list[bytes] = []
         position = start
         # JSON: "[" + messages joined by "," + "]" is one byte per message more than they are.
@@ -193,52 +196,71 @@ class ChunkStore:
                     if position >= segment.end:
                         break
                     continue
+                first = not (data or messages)
+                snap = whole and first
+                span = Span(max(chunk.start, segment.start), lo, hi, budget, first, snap)
                 if json_mode:
                     take = self._take_sealed if chunk.sealed else self._take_messages
-                    taken, position, budget = take(chunk, lo, hi, budget, first=not messages)
+                    taken, begin, position, budget = take(chunk, span)
                     messages.extend(taken)
                 else:
-                    size = min(hi - lo, budget)
-                    data.append(self._chunk_bytes(chunk, lo, lo + size))
-                    position, budget = lo + size, budget - size
+                    take_bytes = self._take_sealed_bytes if chunk.sealed else self._take_bytes
+                    piece, begin, position, budget = take_bytes(chunk, span)
+                    if piece:
+                        data.append(piece.data)
+                        ends.extend(piece.ends)
+                if first and begin < lo:
+                    start = begin  # read from the start of the append `start` was inside
                 if spent() or position < hi or position >= segment.end:
                     break
             if voided or spent() or position < segment.end:
                 break
         if json_mode:
             return ReadBatch(start, position, messages=tuple(messages))
-        return ReadBatch(start, position, data=b"".join(data))
+        return ReadBatch(start, position, data=b"".join(data), ends=tuple(ends))
 
-    def _take_messages(
-        self, chunk: Chunk, lo: int, hi: int, budget: int, first: bool
-    ) -> tuple[list[bytes], int, int]:
+    def _take_bytes(self, chunk: Chunk, span: Span) -> tuple[Taken | None, int, int, int]:
+        """The bytes of one append (a chunk) within [lo, hi): all of them if they fit the
+        budget, the budget's worth when they are the first of a response, else none."""
+        lo = span.floor if span.snap else span.lo
+        size = span.hi - lo
+        if size > span.budget:
+            if not span.first:
+                return None, span.lo, span.lo, span.budget
+            size = max(span.budget, 1)
+        end = lo + size
+        piece = Taken(self._chunk_bytes(chunk, lo, end), (end,) if end == span.hi else ())
+        return piece, lo, end, span.budget - size
+
+    def _take_messages(self, chunk: Chunk, span: Span) -> tuple[list[bytes], int, int, int]:
         """Whole messages of one chunk within [lo, hi), as many as fit the budget (at least
         one per response, however large, so a reader always makes progress)."""
         lengths = chunk.lengths
         if lengths is None and chunk.lengths_key is not None:
             lengths = items.unpack_lengths(self._s3_get(chunk.lengths_key))
-        bounds, budget = _fitting(_spans(chunk.start, lengths or ()), lo, hi, budget, first)
+        spans = list(_spans(chunk.start, lengths or ()))
+        lo = _snapped(spans, span)
+        bounds, budget = _fitting(spans, lo, span.hi, span.budget, span.first)
         if not bounds:
-            return [], lo, budget
+            return [], lo, lo, budget
         raw = self._chunk_bytes(chunk, bounds[0][0], bounds[-1][1])
         base = bounds[0][0]
         taken = [raw[a - base : b - base] for a, b in bounds]
-        return taken, bounds[-1][1], budget
+        return taken, lo, bounds[-1][1], budget
 
-    def _take_sealed(
-        self, segment: Chunk, lo: int, hi: int, budget: int, first: bool
-    ) -> tuple[list[bytes], int, int]:
+    def _take_sealed(self, segment: Chunk, span: Span) -> tuple[list[bytes], int, int, int]:
         """Whole messages of a sealed segment within [lo, hi). The pages that fit the budget
         whole are one ranged GET, headers included; when not even the first one does, its
         header and then just the messages that fit (two small GETs). A read that has taken
         something already stops at a page boundary rather than pay for a partial page."""
         assert segment.pages is not None and segment.s3_key is not None
+        lo, hi, budget = span.lo, span.hi, span.budget
         directory = segment.pages
         first_page = layout.page_at(directory, lo)
         last_page, estimate = first_page - 1, 0
         for index in range(first_page, len(directory)):
             page = directory[index]
-            size = page.served_size(lo, hi)
+            size = page.served_size(page.position if span.snap else lo, hi)
             if page.position >= hi or estimate + size > budget:
                 break
             last_page, estimate = index, estimate + size
@@ -249,22 +271,64 @@ class ChunkStore:
             for page in directory[first_page : last_page + 1]:
                 part = raw[page.offset - base : page.object_end - base]
                 found.extend(layout.messages_of(page, part))
-        elif first:
+        elif span.first:
             page = directory[first_page]
             header = self._s3_get(segment.s3_key, _range(page.offset, page.data_offset))
-            spans = _spans(page.position, items.unpack_lengths(header))
-            bounds, _ = _fitting(spans, lo, hi, budget, first)
+            spans = list(_spans(page.position, items.unpack_lengths(header)))
+            lo = _snapped(spans, span)
+            bounds, _ = _fitting(spans, lo, hi, budget, span.first)
             if bounds:
                 base = bounds[0][0]
                 begin = page.data_offset + base - page.position
                 raw = self._s3_get(segment.s3_key, _range(begin, begin + bounds[-1][1] - base))
                 found = [(a, raw[a - base : b - base]) for a, b in bounds]
         by_start = dict(found)
-        spans = ((a, a + len(message)) for a, message in found)
-        bounds, budget = _fitting(spans, lo, hi, budget, first)
+        spans = [(a, a + len(message)) for a, message in found]
+        lo = _snapped(spans, replace(span, lo=lo))
+        bounds, budget = _fitting(spans, lo, hi, budget, span.first)
         if not bounds:
-            return [], lo, budget
-        return [by_start[a] for a, _ in bounds], bounds[-1][1], budget
+            return [], lo, lo, budget
+        return [by_start[a] for a, _ in bounds], lo, bounds[-1][1], budget
+
+    def _take_sealed_bytes(self, segment: Chunk, span: Span) -> tuple[Taken | None, int, int, int]:
+        """Bytes of a sealed segment within [lo, hi): the whole pages that fit the budget, one
+        ranged GET (headers included, which say where appends end); the first page cut to the
+        budget when it is the first of a response and does not fit whole."""
+        assert segment.pages is not None and segment.s3_key is not None
+        directory = segment.pages
+        first_page = layout.page_at(directory, span.lo)
+        last_page, estimate = first_page - 1, 0
+        for index in range(first_page, len(directory)):
+            page = directory[index]
+            begin = page.position if span.snap else max(span.lo, page.position)
+            size = min(page.end, span.hi) - begin
+            if page.position >= span.hi or estimate + size > span.budget:
+                break
+            last_page, estimate = index, estimate + size
+        head = directory[first_page]
+        if last_page < first_page:
+            if not span.first:
+                return None, span.lo, span.lo, span.budget
+            last_page = first_page
+            stop = head.data_offset + min(span.hi, span.lo + span.budget) - head.position
+        else:
+            stop = directory[last_page].object_end
+        begin = head.offset if head.count else head.data_offset + span.lo - head.position
+        raw = self._s3_get(segment.s3_key, _range(begin, stop))
+        runs = []
+        for page in directory[first_page : last_page + 1]:
+            # The first page's part starts at `begin` and the last may stop short at `stop`.
+            start = max(page.offset, begin) - begin
+            part = raw[start : min(page.object_end, stop) - begin]
+            if page.count:
+                size = page.data_offset - page.offset
+                lengths = items.unpack_lengths(part[:size])
+                runs.append(_Run(page.position, part[size:], lengths))
+            else:
+                runs.append(
+                    _Run(max(page.position, span.lo) if page is head else page.position, part)
+                )
+        return take_runs(runs, span)
 
     def boundaries(self, info: StreamInfo, start: int, end: int) -> Iterator[int]:
         """The positions strictly between `start` and `end` where stored chunks, and the pages
@@ -367,7 +431,7 @@ class ChunkStore:
             return layout.pieces_of(chunk.pages, self._s3_get(chunk.s3_key), json_mode)
         data = self._chunk_bytes(chunk, chunk.start, chunk.end)
         if not json_mode:
-            return [layout.Piece(data)]
+            return [layout.Piece(data, (len(data),))]  # one append
         lengths = chunk.lengths
         if lengths is None and chunk.lengths_key is not None:
             lengths = items.unpack_lengths(self._s3_get(chunk.lengths_key))
@@ -394,6 +458,86 @@ class ChunkStore:
                 raise ObjectGone(key) from exc
             raise
         return bytes(response["Body"].read())
+
+
+@dataclass(frozen=True)
+class Span:
+    """What a read wants of one stored item: the positions [lo, hi), as much of them as fits
+    `budget`. `floor`: where the item's first append may begin (its start, or its segment's
+    when a fork point cuts it); `first`: nothing is taken yet, so the first append is taken
+    however large (cut to the budget); `snap`: `lo` inside an append means its start."""
+
+    floor: int
+    lo: int
+    hi: int
+    budget: int
+    first: bool
+    snap: bool
+
+
+@dataclass(frozen=True)
+class Taken:
+    """Bytes taken from one item, and the positions within them where appends end."""
+
+    data: bytes
+    ends: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Consecutive stored bytes from `start`, with the lengths of the appends they hold
+    (None: not known, as in segments sealed before appends were recorded)."""
+
+    start: int
+    data: bytes
+    lengths: tuple[int, ...] | None = None
+
+
+def take_runs(runs: Iterable[_Run], span: Span) -> tuple[Taken | None, int, int, int]:
+    """Whole appends of `runs` within [lo, hi) that fit the budget, the first however large
+    (cut to the budget); where appends are not known, any position is a clean cut. Returns
+    the bytes, where they begin (before `lo` when it was inside an append and `snap`), where
+    they end, and the budget left."""
+    parts: list[bytes] = []
+    ends: list[int] = []
+    budget, position, begin = span.budget, span.lo, span.lo
+    for run in runs:
+        units = _spans(run.start, run.lengths) if run.lengths is not None else None
+        for a, b in units if units is not None else [(run.start, run.start + len(run.data))]:
+            b = min(b, span.hi)
+            if b <= span.lo or a >= span.hi:
+                continue
+            known = units is not None
+            at = max(a, span.lo)
+            if known and span.snap and not parts and a < span.lo:
+                at = begin = max(a, span.floor)
+            size = b - at
+            if size > budget:
+                if known and (parts or not span.first):
+                    return _taken(parts, ends), begin, position, budget  # before this append
+                size = budget  # inside the first append, or anywhere where appends are unknown
+            if size <= 0:
+                return _taken(parts, ends), begin, position, budget
+            parts.append(run.data[at - run.start : at - run.start + size])
+            position, budget = at + size, budget - size
+            if position == b or not known:
+                ends.append(position)
+            if position < b:
+                return _taken(parts, ends), begin, position, budget
+    return _taken(parts, ends), begin, position, budget
+
+
+def _taken(parts: list[bytes], ends: list[int]) -> Taken | None:
+    return Taken(b"".join(parts), tuple(ends)) if parts else None
+
+
+def _snapped(spans: Iterable[tuple[int, int]], span: Span) -> int:
+    """`span.lo`, or the start of the message it lies inside when the read snaps."""
+    if span.snap:
+        for a, b in spans:
+            if a < span.lo < b:
+                return max(a, span.floor)
+    return span.lo
 
 
 def _spans(start: int, lengths: Iterable[int]) -> Iterator[tuple[int, int]]:

@@ -1,11 +1,16 @@
 """The layout of a sealed segment: one S3 object holding a run of a stream's bytes, in pages.
 
-A page holds whole messages only. For JSON streams it starts with a header, the packed lengths
-of its messages, followed by their bytes; other streams have no header, so their object is
-exactly the stream's bytes and any range of positions is one ranged GET. The page directory
-(where each page starts, in stream positions, and how many messages it holds) is small and
-lives in the segment's DynamoDB item, so a reader knows which object bytes to ask for before
-asking: a run of whole pages, headers included, is one ranged GET.
+A page holds whole units only: messages for JSON streams, appends for others. It starts with a
+header, the packed lengths of its units, followed by their bytes, so a reader knows where each
+append began (a read at an offset inside one starts at its start, and responses end between
+appends). The page directory (where each page starts, in stream positions, and how many units
+it holds) is small and lives in the segment's DynamoDB item, so a reader knows which object
+bytes to ask for before asking: a run of whole pages, headers included, is one ranged GET.
+
+Segments of other streams sealed before appends were recorded have pages without a header
+(a count of 0), cut by size anywhere: their bytes are the object's, and where their appends
+began is not known. Pieces read back from such pages say so (`Piece.lengths` None) and are
+sealed again the same way.
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ class Page:
 
 @dataclass(frozen=True)
 class Piece:
-    """Consecutive stream bytes to seal, with their message lengths for JSON streams."""
+    """Consecutive stream bytes to seal, with the lengths of their units (messages for JSON,
+    appends otherwise); None for bytes whose appends are not known."""
 
     data: bytes
     lengths: tuple[int, ...] | None = None
@@ -84,17 +90,24 @@ class SegmentBuilder:
         return len(self._page_data) + len(self._page_lengths)
 
     def add(self, piece: Piece) -> None:
-        if self.json_mode:
-            cursor = 0
-            for length in piece.lengths or ():
-                if self._page_data and self.open_page_fill + length + 1 > self.page_bytes:
-                    self._close_page()
-                self._page_data.extend(piece.data[cursor : cursor + length])
-                self._page_lengths.append(length)
-                cursor += length
-                self.position += length
+        if piece.lengths is None and not self.json_mode:
+            self._add_unknown(piece.data)
             return
-        view = memoryview(piece.data)
+        if self._page_data and not self._page_lengths:
+            self._close_page()  # a page holds units or bytes of unknown appends, not both
+        cursor = 0
+        for length in piece.lengths or ():
+            if self._page_data and self.open_page_fill + length + 1 > self.page_bytes:
+                self._close_page()
+            self._page_data.extend(piece.data[cursor : cursor + length])
+            self._page_lengths.append(length)
+            cursor += length
+            self.position += length
+
+    def _add_unknown(self, data: bytes) -> None:
+        if self._page_lengths:
+            self._close_page()
+        view = memoryview(data)
         while view:
             taken = view[: self.page_bytes - len(self._page_data)]
             self._page_data.extend(taken)
@@ -111,7 +124,7 @@ class SegmentBuilder:
         if not self._page_data and not self._page_lengths:
             return
         self._directory.extend(_ENTRY.pack(self._page_start, len(self._page_lengths)))
-        if self.json_mode:
+        if self._page_lengths:
             self._body.extend(items.pack_lengths(tuple(self._page_lengths)))
         self._body.extend(self._page_data)
         self._page_start = self.position
@@ -147,8 +160,8 @@ def page_at(directory: Sequence[Page], position: int) -> int:
 
 
 def messages_of(page: Page, raw: bytes) -> list[tuple[int, bytes]]:
-    """(start position, bytes) of each message of a JSON page, from the object bytes of the
-    whole page (header first)."""
+    """(start position, bytes) of each unit of a page, from the object bytes of the whole page
+    (header first)."""
     header = raw[: LENGTH_BYTES * page.count]
     lengths = items.unpack_lengths(header)
     found = []
@@ -162,10 +175,12 @@ def messages_of(page: Page, raw: bytes) -> list[tuple[int, bytes]]:
 
 def pieces_of(directory: Sequence[Page], raw: bytes, json_mode: bool) -> list[Piece]:
     """A whole segment object read back as pieces (to seal it again into a larger one)."""
-    if not json_mode:
-        return [Piece(raw)]
     found = []
     for page in directory:
-        header = raw[page.offset : page.data_offset]
-        found.append(Piece(raw[page.data_offset : page.object_end], items.unpack_lengths(header)))
+        data = raw[page.data_offset : page.object_end]
+        if page.count or json_mode:
+            header = raw[page.offset : page.data_offset]
+            found.append(Piece(data, items.unpack_lengths(header)))
+        else:
+            found.append(Piece(data))
     return found

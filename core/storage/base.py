@@ -31,8 +31,10 @@ class StreamStore(Protocol):
     def append(self, path: str, intent: AppendIntent, payload: Payload) -> AppendOutcome:
         """Decide and commit one append / close atomically with its producer state."""
 
-    def read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
-        """Committed data from `start`, up to `info.tail` and about `max_bytes`."""
+    def read(self, info: StreamInfo, start: int, max_bytes: int, whole: bool = False) -> ReadBatch:
+        """Committed data from `start`, up to `info.tail` and about `max_bytes`, in whole
+        appends (messages, for JSON) unless the first is larger; `whole`: from the start of
+        the append `start` lies inside, if it does."""
 
     def renew(self, info: StreamInfo) -> None:
         """Slide a TTL stream's expiry forward after a read (cheap; writes only when due)."""

@@ -416,8 +416,8 @@ class DynamoStore:
 
     # ---------------------------------------------------------------- data
 
-    def read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
-        return self.chunks.read(info, start, max_bytes)
+    def read(self, info: StreamInfo, start: int, max_bytes: int, whole: bool = False) -> ReadBatch:
+        return self.chunks.read(info, start, max_bytes, whole)
 
     def boundaries(self, info: StreamInfo, start: int, end: int) -> Iterator[int]:
         """Message boundaries strictly between `start` and `end` where a range of the stream

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -177,24 +178,47 @@ class AppendOutcome:
 
 @dataclass(frozen=True)
 class ReadBatch:
-    """Data from `start` up to `end`; `messages` is set for JSON streams instead of `data`."""
+    """Data from `start` up to `end`; `messages` is set for JSON streams instead of `data`.
+
+    A JSON batch holds whole messages. Bytes are read in whole appends, except when a single
+    append is larger than a response may be: `ends` lists the positions in (start, end] where
+    an append ends (or where nothing says one does not: history sealed before appends were
+    recorded), so a batch can be cut cleanly, and `inside` says its end is not one of them."""
 
     start: int
     end: int
     data: bytes = b""
     messages: tuple[bytes, ...] | None = None
+    ends: tuple[int, ...] = ()
+
+    @property
+    def inside(self) -> bool:
+        """The batch ends inside an append (its end is named with an exact offset)."""
+        if self.messages is not None or self.end == self.start:
+            return False
+        return not self.ends_at(self.end)
 
     def head(self, count: int) -> ReadBatch:
         """The first `count` messages (JSON) or bytes of this batch."""
         if self.messages is not None:
             if count >= len(self.messages):
                 return self
-            # From the end: a batch read from inside a message starts at the next one.
             dropped = sum(map(len, self.messages[count:]))
             return ReadBatch(self.start, self.end - dropped, messages=self.messages[:count])
         if count >= len(self.data):
             return self
-        return ReadBatch(self.start, self.start + count, data=self.data[:count])
+        return self._bytes_to(self.start + count)
+
+    def clean_cut(self, count: int) -> int:
+        """The longest prefix of at most `count` bytes that ends where an append does; `count`
+        itself when not even the first append fits (it is cut inside)."""
+        fitting = bisect.bisect_right(self.ends, self.start + count)
+        return self.ends[fitting - 1] - self.start if fitting else count
+
+    def ends_at(self, position: int) -> bool:
+        """Whether an append ends at `position`."""
+        index = bisect.bisect_left(self.ends, position)
+        return index < len(self.ends) and self.ends[index] == position
 
     def before(self, bound: int) -> ReadBatch:
         """This batch without what lies past `bound`: for JSON, only the messages that end at
@@ -207,8 +231,11 @@ class ReadBatch:
                 keep -= 1
                 end -= len(self.messages[keep])
             return ReadBatch(self.start, end, messages=self.messages[:keep])
-        end = max(self.start, bound)
-        return ReadBatch(self.start, end, data=self.data[: end - self.start])
+        return self._bytes_to(max(self.start, bound))
+
+    def _bytes_to(self, end: int) -> ReadBatch:
+        ends = self.ends[: bisect.bisect_right(self.ends, end)]
+        return ReadBatch(self.start, end, data=self.data[: end - self.start], ends=ends)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,12 @@ TEXT = {"Content-Type": "text/plain"}
 @pytest.fixture
 def client(backend: Backend) -> Iterator[TestClient]:
     settings = backend.settings.model_copy(
-        update={"max_read_bytes": 4, "long_poll_timeout": 0.3, "sse_lifetime": 0.3}
+        update={
+            "max_read_bytes": 4,
+            "max_read_from_start_bytes": 4,
+            "long_poll_timeout": 0.3,
+            "sse_lifetime": 0.3,
+        }
     )
     with TestClient(create_app(settings, backend.store)) as test_client:
         yield test_client

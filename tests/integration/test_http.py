@@ -49,11 +49,16 @@ def test_chunked_body_over_the_limit_is_413(client: TestClient) -> None:
 
 
 def test_reads_are_capped_and_up_to_date_only_at_the_tail(client: TestClient) -> None:
-    client.put(URL, headers={"Content-Type": "text/plain"}, content=b"a" * 100)
-    first = client.get(URL)
-    assert len(first.content) == 64 and "stream-up-to-date" not in first.headers
+    created = client.put(URL, headers={"Content-Type": "text/plain"}, content=b"a" * 100)
+    client.post(URL, headers={"Content-Type": "text/plain"}, content=b"b" * 100)
+    # From the start, one response carries the whole stream (up to the front door's limit).
+    whole = client.get(URL)
+    assert whole.content == b"a" * 100 + b"b" * 100 and whole.headers["stream-up-to-date"]
+    # From anywhere else, max_read_bytes (64): an append larger than that is cut inside it.
+    first = client.get(URL, params={"offset": created.headers["stream-next-offset"]})
+    assert first.content == b"b" * 64 and "stream-up-to-date" not in first.headers
     rest = client.get(URL, params={"offset": first.headers["stream-next-offset"]})
-    assert rest.content == b"a" * 36 and rest.headers["stream-up-to-date"] == "true"
+    assert rest.content == b"b" * 36 and rest.headers["stream-up-to-date"] == "true"
 
 
 @pytest.mark.parametrize(

@@ -175,7 +175,8 @@ def test_the_reported_cases_at_the_real_limits(backend: Backend) -> None:
     cases.append(("bin", "application/octet-stream", "catch-up"))
     for name, content_type, mode in cases:
         pieces = read_whole(host, name, content_type, mode, LAMBDA_MAX_RESPONSE_BYTES)
-        assert max(map(len, pieces)) <= 4 * 1024 * 1024
+        # A read from the start may fill the front door; the others take MaxReadBytes.
+        assert len(pieces[0]) <= LAMBDA_MAX_RESPONSE_BYTES
+        assert max(map(len, pieces[1:]), default=0) <= 4 * 1024 * 1024
     first = host.request("GET", f"{BASE}/ones?offset=-1")
     assert lambda_payload_bytes(first) <= LAMBDA_PAYLOAD_LIMIT
-    assert len(first.body) <= 4 * 1024 * 1024

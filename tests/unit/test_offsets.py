@@ -11,9 +11,11 @@ from core.protocol.offsets import (
     BEGINNING,
     MAX_POSITION,
     NOW,
+    Position,
     ReadStart,
     StartKind,
     format_offset,
+    parse_offset,
     parse_position,
     parse_read_start,
 )
@@ -192,8 +194,38 @@ def test_now_means_tail() -> None:
 
 @pytest.mark.parametrize("position", POSITIONS)
 def test_token_means_that_position(position: int) -> None:
+    """A plain token reads from the append holding its position; one cut inside an append
+    reads from exactly its position."""
     start = parse_read_start([format_offset(position)])
-    assert start == ReadStart(StartKind.POSITION, position)
+    assert start == ReadStart(StartKind.POSITION, position, whole=True)
+    exact = parse_read_start([format_offset(position, inside=True)])
+    assert exact == ReadStart(StartKind.POSITION, position, whole=False)
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_a_token_cut_inside_an_append_sorts_between_its_neighbours(position: int) -> None:
+    inside = format_offset(position, inside=True)
+    assert parse_offset(inside) == Position(position, exact=True)
+    assert parse_position(inside) == position
+    assert format_offset(position) < inside
+    if position < MAX_POSITION:
+        assert inside < format_offset(position + 1)
+    assert not set(",&=?/") & set(inside)
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        format_offset(5) + "_",
+        format_offset(5) + "_j",
+        format_offset(5) + "_ii",
+        format_offset(5) + "i",
+        format_offset(5, inside=True) + "\n",
+    ],
+)
+def test_only_the_inside_suffix_is_accepted(token: str) -> None:
+    with pytest.raises(ProtocolError):
+        parse_offset(token)
 
 
 @pytest.mark.parametrize(

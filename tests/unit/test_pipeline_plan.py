@@ -147,8 +147,14 @@ def test_a_read_whose_messages_do_not_add_up_is_an_error() -> None:
 
 
 def test_bytes_and_text_are_a_row_per_read() -> None:
-    assert list(rows("s", "text/plain", ReadBatch(0, 3, data=b"abc"), as_text=True)) == [
+    whole = ReadBatch(0, 3, data=b"abc", ends=(3,))
+    assert list(rows("s", "text/plain", whole, as_text=True)) == [
         ("s", token(3), "abc", "text/plain")
+    ]
+    # A read cut inside an append: its row's offset resumes at exactly that byte.
+    cut = ReadBatch(0, 2, data=b"ab", ends=())
+    assert list(rows("s", "text/plain", cut, as_text=True)) == [
+        ("s", token(2) + "_i", "ab", "text/plain")
     ]
     assert list(rows("s", "image/png", ReadBatch(0, 0, data=b""), as_text=False)) == []
     assert message_type(["application/json", "text/csv; charset=utf-8"]) == "STRING"

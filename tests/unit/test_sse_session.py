@@ -33,7 +33,7 @@ class StuckStore:
     def get(self, path: str) -> StreamInfo:
         return INFO
 
-    def read(self, info: StreamInfo, start: int, max_bytes: int) -> ReadBatch:
+    def read(self, info: StreamInfo, start: int, max_bytes: int, whole: bool = False) -> ReadBatch:
         self.reads += 1
         return ReadBatch(start, start, messages=())
 
