@@ -2,6 +2,9 @@
 side-by-side benchmarks use them against our server.
 
 The TypeScript client runs in Node through `node/ts_client.mjs`, a small command line over it.
+The packages built on the protocol (the Yjs layer, StreamDB state, the AI SDK transport) run
+through the drivers in `ecosystem/`, a project of their own so that the client's tests and
+benchmarks do not install the AI SDK.
 Node projects are installed outside the source tree (so `node_modules` never ends up in a Lambda
 package built from it), and again only when their lock file changes.
 """
@@ -65,4 +68,24 @@ def run_ts_client(*args: str, timeout: float = 120) -> Any:
     )
     if done.returncode != 0:
         raise RuntimeError(f"ts_client {args[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def ecosystem_command(driver: str) -> list[str]:
+    """The command that runs the driver `ecosystem/<driver>.mjs` (installing the ecosystem
+    packages first if needed)."""
+    node = find_node()
+    work = install_node_project(HERE / "ecosystem", CACHE / "ecosystem")
+    return [node, str(work / f"{driver}.mjs")]
+
+
+def run_ecosystem(driver: str, *args: str, timeout: float = 120) -> Any:
+    """Run an ecosystem driver; returns what it printed as JSON, or raises with the end of its
+    standard error (less the stack frames) when it failed."""
+    done = subprocess.run(
+        [*ecosystem_command(driver), *args], capture_output=True, text=True, timeout=timeout
+    )
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if not line.startswith("    at ")]
+        raise RuntimeError(f"{driver} failed ({done.returncode}):\n" + "\n".join(lines)[-3000:])
     return json.loads(done.stdout)

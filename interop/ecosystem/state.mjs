@@ -1,0 +1,66 @@
+// A StreamDB (@durable-streams/state's createStreamDB, TanStack DB collections) over a JSON
+// stream of change events of type "item", keyed by "id".
+//
+//   node state.mjs preload --url URL [--timeout S]
+//        a one-shot preload (live: false); prints the collection once preload() resolves
+//   node state.mjs follow --url URL --live long-poll|sse --until KEY [--timeout S]
+//        preload, write "ready" on standard error, then follow the stream until an item KEY is
+//        present; prints the collection
+//
+// The answer: {"items": [{id, n, text}, ...] in the collection's order, "requests": N,
+// "offset": the last offset consumed}. A preload that never resolves (the stream never said
+// it was up to date) fails with the number of items present by then.
+
+import { createStateSchema, createStreamDB } from "@durable-streams/state/db"
+import { z } from "zod"
+import { options, run, waitFor, within } from "./common.mjs"
+
+const [command] = process.argv.splice(2, 1)
+const args = options({
+  url: { type: "string" },
+  live: { type: "string", default: "long-poll" },
+  until: { type: "string" },
+  timeout: { type: "string", default: "20" },
+})
+const seconds = Number(args.timeout)
+
+const schema = createStateSchema({
+  items: {
+    schema: z.object({ id: z.string(), n: z.number(), text: z.string() }),
+    type: "item",
+    primaryKey: "id",
+  },
+})
+
+async function main() {
+  let requests = 0
+  const db = createStreamDB({
+    streamOptions: {
+      url: args.url,
+      contentType: "application/json",
+      fetch: (...request) => {
+        requests += 1
+        return fetch(...request)
+      },
+    },
+    state: schema,
+    live: command === "preload" ? false : args.live,
+  })
+  const items = db.collections.items
+  const describe = () => `${items.size} items present after ${requests} requests`
+  try {
+    await within(db.preload(), seconds, describe)
+    if (command === "follow") {
+      process.stderr.write("ready\n")
+      await waitFor(() => items.has(args.until), seconds, describe)
+    } else if (command !== "preload") {
+      throw new Error(`unknown command ${command}`)
+    }
+    const rows = items.toArray.map(({ id, n, text }) => ({ id, n, text }))
+    return { items: rows, requests, offset: db.offset }
+  } finally {
+    db.close()
+  }
+}
+
+await run(main)
