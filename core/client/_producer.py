@@ -48,6 +48,16 @@ class ProducerSettings:
         default_factory=lambda: RetryPolicy(max_attempts=10, base_delay=0.05, max_delay=5.0)
     )
 
+    def __post_init__(self) -> None:
+        # Refused here, at construction: a zero batch size or in-flight limit would only show
+        # up later as a producer that never sends.
+        if not self.linger >= 0:
+            raise ValueError(f"linger must be >= 0 seconds, not {self.linger!r}")
+        for name in ("max_batch_bytes", "max_in_flight", "max_buffered_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+
 
 class IdempotentProducer:
     """Appends to `stream` as producer `producer_id` at `epoch` (bump it when the producer
@@ -61,6 +71,7 @@ class IdempotentProducer:
         epoch: int = 0,
         settings: ProducerSettings | None = None,
     ) -> None:
+        check_producer(producer_id, epoch)
         self.stream = stream
         self.producer_id = producer_id
         self.settings = settings or ProducerSettings()
@@ -276,6 +287,14 @@ def _judge(response: httpx.Response, retry: RetryPolicy, attempt: int) -> Outcom
     return Outcome(Answer.REFUSED, reason=reason)
 
 
+def check_producer(producer_id: object, epoch: object) -> None:
+    """A producer's identity as the protocol carries it: a non-empty id, an epoch >= 0."""
+    if not isinstance(producer_id, str) or not producer_id:
+        raise ValueError(f"producer_id must be a non-empty string, not {producer_id!r}")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"epoch must be an integer >= 0, not {epoch!r}")
+
+
 def _encode(value: Any, json_stream: bool) -> bytes:
     if json_stream:
         return wire.encode_json(value)
@@ -299,6 +318,8 @@ class SyncIdempotentProducer:
         settings: ProducerSettings | None = None,
         **stream_options: Any,
     ) -> None:
+        # Checked before a thread is started for a producer that cannot work.
+        check_producer(producer_id, epoch)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
