@@ -158,7 +158,7 @@ class AsyncDurableStream(StreamBase):
             answered, lost = False, SILENT_END
             try:
                 async with self._client.stream(
-                    "GET", self.url, params=request.params, headers=headers
+                    "GET", wire.target(self.url, request.params), headers=headers
                 ) as response:
                     if response.status_code >= 400:
                         await response.aread()
@@ -209,8 +209,7 @@ class AsyncDurableStream(StreamBase):
             try:
                 response = await self._client.request(
                     request.method,
-                    self.url,
-                    params=request.params or None,
+                    wire.target(self.url, request.params),
                     headers={**wire.resolve_headers(self.headers), **request.headers},
                     content=request.content,
                 )
@@ -235,8 +234,8 @@ class AsyncDurableStream(StreamBase):
         try:
             info = await self.head()
         except DurableStreamError as failure:
-            message = f"{request.method} {self.url} answered 500 and the tail could not be read"
-            return Next(error=OutcomeUnknown(f"{message}: {failure}", 500))
+            message = f"{request.method} {self.url} failed and the tail could not be read"
+            return Next(error=OutcomeUnknown(f"{message}: {failure}"))
         return after_check(self.retry, request, attempt, self.url, info)
 
     async def close_client(self) -> None:

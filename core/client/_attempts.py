@@ -4,10 +4,10 @@ by the sync and async clients.
 
 A plain append is not idempotent, so it is sent again only when the server cannot have applied
 it: the connection was never made, the server refused it before doing anything (429, or 503
-with Retry-After), or it answered 500 and the stream's tail is still where this client last saw
-it before sending (checked with a HEAD: the server has answered, so it is done with the
-request, and an applied append would have moved the tail). Anything else after the request may
-have reached the server (502, 504, a lost answer) raises `OutcomeUnknown`.
+with Retry-After), or it answered 500 (or 503 without Retry-After) and the stream's tail is
+still where this client last saw it before sending (checked with a HEAD: an applied append
+would have moved the tail). Anything else after the request may have reached the server (502,
+504, a lost answer, a tail that moved or could not be read) raises `OutcomeUnknown`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,11 @@ import httpx
 from ._errors import DurableStreamError, OutcomeUnknown, Unavailable
 from ._retry import RETRYABLE_STATUSES, RetryPolicy
 from ._wire import Request, StreamInfo, describe
+
+# Answers after which a write may be sent again if the stream's tail has not moved: the server
+# itself answered, so it is done with the request. Not 502 or 504: a gateway that gave up
+# waiting may leave the request still in progress behind it.
+CHECKABLE = frozenset({500, 503})
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,7 @@ def after_answer(
     if status in RETRYABLE_STATUSES and may_repeat and policy.may_retry(attempt):
         return Next(pause=policy.delay(attempt, response.headers.get("Retry-After")))
     known_tail = request.tail_before is not None
-    if status == 500 and not may_repeat and known_tail and policy.may_retry(attempt):
+    if status in CHECKABLE and not may_repeat and known_tail and policy.may_retry(attempt):
         return Next(verify=True)
     if status >= 500 and not may_repeat:
         message = f"{describe(response)} answered {status}: the write may have been applied" + (
@@ -65,15 +70,15 @@ def after_answer(
 def after_check(
     policy: RetryPolicy, request: Request, attempt: int, url: str, info: StreamInfo
 ) -> Next:
-    """After a 500 to a write, the stream's state says whether sending it again is safe."""
+    """After a 500 or 503 to a write, whether the stream's state says sending it again is
+    safe."""
     if info.next_offset == request.tail_before and not info.closed:
         return Next(pause=policy.delay(attempt))
     return Next(
         error=OutcomeUnknown(
-            f"{request.method} {url} answered 500 and the stream's tail moved from "
+            f"{request.method} {url} failed and the stream's tail moved from "
             f"{request.tail_before} to {info.next_offset}"
-            f"{' (now closed)' if info.closed else ''}: the write may have been applied",
-            500,
+            f"{' (now closed)' if info.closed else ''}: the write may have been applied"
         )
     )
 

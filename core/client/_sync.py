@@ -83,7 +83,7 @@ class DurableStream(StreamBase):
         returns the offset after the write. `stream_seq` is sent as `Stream-Seq`: the server
         refuses (`SequenceConflict`) a value not above the last it accepted, compared as
         strings (zero-pad numbers). An append is sent again only when the server cannot have
-        applied it (no connection; 429; 503 with Retry-After; 500 with the tail unmoved);
+        applied it (no connection; 429; 503 with Retry-After; 500 or 503 with the tail unmoved);
         otherwise it raises `OutcomeUnknown` when it may have been applied without an answer."""
         if stream_seq is not None:
             wire.check_stream_seq(stream_seq)
@@ -160,7 +160,7 @@ class DurableStream(StreamBase):
             answered, lost = False, SILENT_END
             try:
                 with self._client.stream(
-                    "GET", self.url, params=request.params, headers=headers
+                    "GET", wire.target(self.url, request.params), headers=headers
                 ) as response:
                     if response.status_code >= 400:
                         response.read()
@@ -210,8 +210,7 @@ class DurableStream(StreamBase):
             try:
                 response = self._client.request(
                     request.method,
-                    self.url,
-                    params=request.params or None,
+                    wire.target(self.url, request.params),
                     headers={**wire.resolve_headers(self.headers), **request.headers},
                     content=request.content,
                 )
@@ -232,12 +231,12 @@ class DurableStream(StreamBase):
             time.sleep(step.pause or 0.0)
 
     def _check(self, request: Request, attempt: int) -> Next:
-        """After a 500 to a write: whether the stream's tail says it was not applied."""
+        """After a 500 or 503 to a write: whether the stream's tail says it was not applied."""
         try:
             info = self.head()
         except DurableStreamError as failure:
-            message = f"{request.method} {self.url} answered 500 and the tail could not be read"
-            return Next(error=OutcomeUnknown(f"{message}: {failure}", 500))
+            message = f"{request.method} {self.url} failed and the tail could not be read"
+            return Next(error=OutcomeUnknown(f"{message}: {failure}"))
         return after_check(self.retry, request, attempt, self.url, info)
 
     def close_client(self) -> None:

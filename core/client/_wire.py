@@ -192,6 +192,12 @@ def read_request(
     return Request("GET", params=params)
 
 
+def target(url: str, params: Mapping[str, str]) -> httpx.URL:
+    """The URL a request goes to: the stream's URL with the request's parameters added to
+    whatever query it has (a signed URL's signature must survive a read's `offset`)."""
+    return httpx.URL(url).copy_merge_params(dict(params)) if params else httpx.URL(url)
+
+
 # ------------------------------------------------------------------ answers
 
 
