@@ -80,7 +80,6 @@ class Adapter:
         self.content_types: dict[str, str] = {}
         self.streams: dict[str, AsyncDurableStream] = {}
         self.producers: dict[tuple[str, str, int], IdempotentProducer] = {}
-        self.closed_by: dict[tuple[str, str, int], Offset | None] = {}
         self.dynamic_headers: dict[str, Dynamic] = {}
         self.dynamic_params: dict[str, Dynamic] = {}
         self.last_request: httpx.Request | None = None
@@ -138,8 +137,6 @@ class Adapter:
         self.streams.pop(path, None)
         for key in [key for key in self.producers if key[0] == path]:
             del self.producers[key]
-        for key in [key for key in self.closed_by if key[0] == path]:
-            del self.closed_by[key]
 
     # ---------------------------------------------------------------- commands
 
@@ -148,7 +145,6 @@ class Adapter:
         self.content_types.clear()
         self.streams.clear()
         self.producers.clear()
-        self.closed_by.clear()
         self.dynamic_headers.clear()
         self.dynamic_params.clear()
         return {
@@ -349,16 +345,9 @@ class Adapter:
         return {"type": "idempotent-append-batch", "success": True, "status": 200}
 
     async def idempotent_close(self, cmd: dict[str, Any]) -> Result:
-        key = (cmd["path"], cmd["producerId"], int(cmd.get("epoch") or 0))
-        if key in self.closed_by:
-            # The producer has closed the stream already: closing is done, as the client's
-            # own `close()` returning would have said.
-            offset = self.closed_by[key]
-        else:
-            producer = self.producer(cmd)
-            final = None if cmd.get("data") is None else await self._value(producer, cmd["data"])
-            offset = await producer.close(final)
-            self.closed_by[key] = offset
+        producer = self.producer(cmd)
+        final = None if cmd.get("data") is None else await self._value(producer, cmd["data"])
+        offset = await producer.close(final)
         result: Result = {"type": "idempotent-close", "success": True, "status": 200}
         if offset is not None:
             result["finalOffset"] = offset.token

@@ -91,6 +91,7 @@ class IdempotentProducer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_offset: Offset | None = None
         self._stopped = False
+        self._closed = False  # this producer closed the stream
 
     # ---------------------------------------------------------------- public
 
@@ -134,7 +135,10 @@ class IdempotentProducer:
     async def close(self, final: Any = None) -> Offset | None:
         """Flush, then close the stream (with `final` as its last message), as part of the
         producer's sequence, so a retried close is deduplicated. Refuses to close over a
-        failed batch."""
+        failed batch. Once it has closed the stream, closing again returns the same offset
+        (and sends nothing: another close would be a new request on a closed stream)."""
+        if self._closed:
+            return self._last_offset
         await self.flush()
         await self._stream_type()
         json_stream = bool(self._json)
@@ -149,6 +153,7 @@ class IdempotentProducer:
             self._stop_lingering()
             if self._state.lost:
                 raise ProducerError(self._state.lost)
+            self._closed = True
             return self._last_offset
 
     async def detach(self) -> None:

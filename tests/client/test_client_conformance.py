@@ -361,3 +361,18 @@ def test_producer_identities_that_cannot_work_are_refused(
 def test_valid_producer_arguments_are_accepted() -> None:
     settings = ProducerSettings(max_batch_bytes=1, max_in_flight=1, linger=0.0)
     IdempotentProducer(AsyncDurableStream(URL), "p", epoch=0, settings=settings)
+
+
+def test_a_producer_that_closed_the_stream_answers_a_second_close_without_a_request() -> None:
+    async def scenario() -> None:
+        transport, seen = scripted(
+            answer(200, next=offset(0), ctype="text/plain"),
+            answer(204, next=offset(0), closed="true"),
+        )
+        client = httpx.AsyncClient(transport=transport)
+        producer = IdempotentProducer(AsyncDurableStream(URL, client=client), "p")
+        first = await producer.close()
+        assert await producer.close() == first == Offset(offset(0))
+        assert [r.method for r in seen] == ["HEAD", "POST"]
+
+    asyncio.run(scenario())
