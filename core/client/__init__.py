@@ -6,11 +6,13 @@ from ._errors import (
     BadRequest,
     DurableStreamError,
     OutcomeUnknown,
+    SequenceConflict,
     StreamClosed,
     StreamConflict,
     StreamGone,
     StreamNotFound,
     Unavailable,
+    UntilNotSupported,
 )
 from ._offset import Offset
 from ._producer import (
@@ -37,6 +39,7 @@ __all__ = [
     "ProducerError",
     "ProducerSettings",
     "RetryPolicy",
+    "SequenceConflict",
     "StreamClosed",
     "StreamConflict",
     "StreamGone",
@@ -44,5 +47,6 @@ __all__ = [
     "StreamNotFound",
     "SyncIdempotentProducer",
     "Unavailable",
+    "UntilNotSupported",
     "list_streams",
 ]

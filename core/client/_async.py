@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 
 from . import _wire as wire
-from ._attempts import after_answer, after_failure
+from ._attempts import Next, after_answer, after_check, after_failure
 from ._base import DEFAULT_TIMEOUT, StreamBase
+from ._errors import DurableStreamError, OutcomeUnknown
 from ._live import SILENT_END, Connection, SseHealth, live_transport
 from ._offset import Offset
 from ._sse import SseSession
@@ -74,21 +75,27 @@ class AsyncDurableStream(StreamBase):
         written and the stream closed in one request, which is never retried blindly: it may
         raise `OutcomeUnknown` (an `IdempotentProducer`'s `close(final)` is safe to retry)."""
         if final is None:
-            return wire.next_offset(await self._send(wire.close_request()))
+            return self._wrote(wire.next_offset(await self._send(wire.close_request())))
         return await self.append(final, content_type=content_type, close=True)
 
     async def append(
-        self, data: bytes | str | list[Any], *, content_type: str | None = None, close: bool = False
+        self,
+        data: bytes | str | list[Any],
+        *,
+        content_type: str | None = None,
+        close: bool = False,
+        stream_seq: str | None = None,
     ) -> Offset:
-        """Append bytes, text, or (for a JSON stream) a list of values, one message each;
-        returns the offset after the write. Raises `OutcomeUnknown` when the request may have
-        reached the server and no answer came back."""
+        """As `DurableStream.append`."""
+        if stream_seq is not None:
+            wire.check_stream_seq(stream_seq)
         if content_type is None and not isinstance(data, list):
             content_type = self.content_type or (await self.head()).content_type
         content_type, body = _body(data, content_type)
-        return wire.next_offset(
-            await self._send(wire.append_request(content_type, body, close=close))
+        request = wire.append_request(
+            content_type, body, close=close, stream_seq=stream_seq, tail_before=self.tail
         )
+        return self._wrote(wire.next_offset(await self._send(request)))
 
     # ---------------------------------------------------------------- reads
 
@@ -98,15 +105,16 @@ class AsyncDurableStream(StreamBase):
         *,
         live: Live = None,
         until: Offset | None = None,
+        idle: bool = False,
     ) -> AsyncIterator[Batch]:
         """As `DurableStream.read`."""
         wire.check_read(live, until)
         if live == "sse":
             batches = self._read_sse(SseSession(offset))
         elif live == "auto":
-            batches = self._read_auto(offset)
+            batches = self._read_auto(offset, idle)
         else:
-            batches = self._read_plain(wire.ReadSession(offset, live, until=until))
+            batches = self._read_plain(wire.ReadSession(offset, live, until=until, idle=idle))
         async for batch in batches:
             yield batch
 
@@ -116,7 +124,7 @@ class AsyncDurableStream(StreamBase):
             if batch is not None:
                 yield batch
 
-    async def _read_auto(self, offset: Offset) -> AsyncIterator[Batch]:
+    async def _read_auto(self, offset: Offset, idle: bool = False) -> AsyncIterator[Batch]:
         catch_up = wire.ReadSession(offset, None)
         async for batch in self._read_plain(catch_up):
             yield batch
@@ -132,6 +140,7 @@ class AsyncDurableStream(StreamBase):
             catch_up = wire.ReadSession(sse.offset, None, sse.cursor)
             catch_up.content_type = sse.content_type
         catch_up.follow()
+        catch_up.idle = idle
         async for batch in self._read_plain(catch_up):
             yield batch
 
@@ -149,7 +158,7 @@ class AsyncDurableStream(StreamBase):
             answered, lost = False, SILENT_END
             try:
                 async with self._client.stream(
-                    "GET", self.url, params=request.params, headers=headers
+                    "GET", wire.target(self.url, request.params), headers=headers
                 ) as response:
                     if response.status_code >= 400:
                         await response.aread()
@@ -200,8 +209,7 @@ class AsyncDurableStream(StreamBase):
             try:
                 response = await self._client.request(
                     request.method,
-                    self.url,
-                    params=request.params or None,
+                    wire.target(self.url, request.params),
                     headers={**wire.resolve_headers(self.headers), **request.headers},
                     content=request.content,
                 )
@@ -211,6 +219,8 @@ class AsyncDurableStream(StreamBase):
                     raise step.error from failure
             else:
                 step = after_answer(self.retry, request, attempt, response)
+                if step.verify:
+                    step = await self._check(request, attempt)
                 if step.error is not None:
                     raise step.error
                 if step.accept:
@@ -218,6 +228,15 @@ class AsyncDurableStream(StreamBase):
                         wire.raise_for_status(response)
                     return response, attempt
             await asyncio.sleep(step.pause or 0.0)
+
+    async def _check(self, request: Request, attempt: int) -> Next:
+        """As `DurableStream._check`."""
+        try:
+            info = await self.head()
+        except DurableStreamError as failure:
+            message = f"{request.method} {self.url} failed and the tail could not be read"
+            return Next(error=OutcomeUnknown(f"{message}: {failure}"))
+        return after_check(self.retry, request, attempt, self.url, info)
 
     async def close_client(self) -> None:
         if self._owns_client:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 
+from ._offset import Offset
 from ._retry import RetryPolicy
 from ._wire import HeaderSource, StreamInfo, TokenSource, with_token
 
@@ -16,7 +17,8 @@ class StreamBase:
     to refresh credentials. `token` is a bearer token, or a callable returning the current one
     (asked on every request). Safe requests are retried under `retry`; a plain append never is
     once it may have reached the server (see `OutcomeUnknown`). `content_type` is the stream's,
-    which appends carry: given here, or learnt from the server."""
+    which appends carry: given here, or learnt from the server. `tail` is the stream's tail as
+    this client last saw it (from create, head, append or close)."""
 
     def __init__(
         self,
@@ -31,7 +33,13 @@ class StreamBase:
         self.headers = with_token(headers, token)
         self.retry = retry or RetryPolicy()
         self.content_type = content_type
+        self.tail: Offset | None = None
 
     def _learn(self, info: StreamInfo) -> StreamInfo:
         self.content_type = info.content_type or self.content_type
+        self.tail = info.next_offset
         return info
+
+    def _wrote(self, tail: Offset) -> Offset:
+        self.tail = tail
+        return tail

@@ -27,6 +27,11 @@ class StreamClosed(StreamConflict):
     """409: the stream is closed; nothing more can be appended."""
 
 
+class SequenceConflict(StreamConflict):
+    """409: the append's `stream_seq` is not above the last one the stream accepted (another
+    writer got there first, or this append was already applied); nothing was written."""
+
+
 class AccessDenied(DurableStreamError):
     """401 (no token, or one the server refused) or 403 (the token or signed URL does not
     allow this request)."""
@@ -38,6 +43,11 @@ class BadRequest(DurableStreamError):
 
 class Unavailable(DurableStreamError):
     """The server kept failing (5xx, 429, connection errors) through every retry allowed."""
+
+
+class UntilNotSupported(DurableStreamError):
+    """A read bounded by `until` got an answer that runs past the bound: the server does not
+    implement the `until` extension. Nothing of that answer was handed over."""
 
 
 class OutcomeUnknown(DurableStreamError):

@@ -48,6 +48,16 @@ class ProducerSettings:
         default_factory=lambda: RetryPolicy(max_attempts=10, base_delay=0.05, max_delay=5.0)
     )
 
+    def __post_init__(self) -> None:
+        # Refused here, at construction: a zero batch size or in-flight limit would only show
+        # up later as a producer that never sends.
+        if not self.linger >= 0:
+            raise ValueError(f"linger must be >= 0 seconds, not {self.linger!r}")
+        for name in ("max_batch_bytes", "max_in_flight", "max_buffered_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+
 
 class IdempotentProducer:
     """Appends to `stream` as producer `producer_id` at `epoch` (bump it when the producer
@@ -61,6 +71,7 @@ class IdempotentProducer:
         epoch: int = 0,
         settings: ProducerSettings | None = None,
     ) -> None:
+        check_producer(producer_id, epoch)
         self.stream = stream
         self.producer_id = producer_id
         self.settings = settings or ProducerSettings()
@@ -80,6 +91,7 @@ class IdempotentProducer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_offset: Offset | None = None
         self._stopped = False
+        self._closed = False  # this producer closed the stream
 
     # ---------------------------------------------------------------- public
 
@@ -123,7 +135,10 @@ class IdempotentProducer:
     async def close(self, final: Any = None) -> Offset | None:
         """Flush, then close the stream (with `final` as its last message), as part of the
         producer's sequence, so a retried close is deduplicated. Refuses to close over a
-        failed batch."""
+        failed batch. Once it has closed the stream, closing again returns the same offset
+        (and sends nothing: another close would be a new request on a closed stream)."""
+        if self._closed:
+            return self._last_offset
         await self.flush()
         await self._stream_type()
         json_stream = bool(self._json)
@@ -138,6 +153,7 @@ class IdempotentProducer:
             self._stop_lingering()
             if self._state.lost:
                 raise ProducerError(self._state.lost)
+            self._closed = True
             return self._last_offset
 
     async def detach(self) -> None:
@@ -276,6 +292,14 @@ def _judge(response: httpx.Response, retry: RetryPolicy, attempt: int) -> Outcom
     return Outcome(Answer.REFUSED, reason=reason)
 
 
+def check_producer(producer_id: object, epoch: object) -> None:
+    """A producer's identity as the protocol carries it: a non-empty id, an epoch >= 0."""
+    if not isinstance(producer_id, str) or not producer_id:
+        raise ValueError(f"producer_id must be a non-empty string, not {producer_id!r}")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"epoch must be an integer >= 0, not {epoch!r}")
+
+
 def _encode(value: Any, json_stream: bool) -> bytes:
     if json_stream:
         return wire.encode_json(value)
@@ -299,6 +323,8 @@ class SyncIdempotentProducer:
         settings: ProducerSettings | None = None,
         **stream_options: Any,
     ) -> None:
+        # Checked before a thread is started for a producer that cannot work.
+        check_producer(producer_id, epoch)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()

@@ -9,8 +9,9 @@ from typing import Any
 import httpx
 
 from . import _wire as wire
-from ._attempts import after_answer, after_failure
+from ._attempts import Next, after_answer, after_check, after_failure
 from ._base import DEFAULT_TIMEOUT, StreamBase
+from ._errors import DurableStreamError, OutcomeUnknown
 from ._live import SILENT_END, Connection, SseHealth, live_transport
 from ._offset import Offset
 from ._sse import SseSession
@@ -67,38 +68,60 @@ class DurableStream(StreamBase):
         written and the stream closed in one request, which is never retried blindly: it may
         raise `OutcomeUnknown` (an `IdempotentProducer`'s `close(final)` is safe to retry)."""
         if final is None:
-            return wire.next_offset(self._send(wire.close_request()))
+            return self._wrote(wire.next_offset(self._send(wire.close_request())))
         return self.append(final, content_type=content_type, close=True)
 
     def append(
-        self, data: bytes | str | list[Any], *, content_type: str | None = None, close: bool = False
+        self,
+        data: bytes | str | list[Any],
+        *,
+        content_type: str | None = None,
+        close: bool = False,
+        stream_seq: str | None = None,
     ) -> Offset:
         """Append bytes, text, or (for a JSON stream) a list of values, one message each;
-        returns the offset after the write. Raises `OutcomeUnknown` when the request may have
-        reached the server and no answer came back."""
+        returns the offset after the write. `stream_seq` is sent as `Stream-Seq`: the server
+        refuses (`SequenceConflict`) a value not above the last it accepted, compared as
+        strings (zero-pad numbers). An append is sent again only when the server cannot have
+        applied it (no connection; 429; 503 with Retry-After; 500 or 503 with the tail unmoved);
+        otherwise it raises `OutcomeUnknown` when it may have been applied without an answer."""
+        if stream_seq is not None:
+            wire.check_stream_seq(stream_seq)
         if content_type is None and not isinstance(data, list):
             content_type = self.content_type or (self.head()).content_type
         content_type, body = _body(data, content_type)
-        return wire.next_offset(self._send(wire.append_request(content_type, body, close=close)))
+        request = wire.append_request(
+            content_type, body, close=close, stream_seq=stream_seq, tail_before=self.tail
+        )
+        return self._wrote(wire.next_offset(self._send(request)))
 
     # ---------------------------------------------------------------- reads
 
     def read(
-        self, offset: Offset = Offset.BEGINNING, *, live: Live = None, until: Offset | None = None
+        self,
+        offset: Offset = Offset.BEGINNING,
+        *,
+        live: Live = None,
+        until: Offset | None = None,
+        idle: bool = False,
     ) -> Iterator[Batch]:
         """Batches from `offset`. Without `live`, up to the tail; with `live="long-poll"`,
         `"sse"` or `"auto"` (catch up, then follow by whichever suits the stream), for ever,
         until the stream is closed (a dropped SSE connection is reconnected from the last
         offset). Every way, the iteration ends right after the batch whose `closed` is true,
         and never before the end of a closed stream. `until` (catch-up only; this server's
-        extension) ends the read at that offset: a range reads the same every time."""
+        extension) ends the read at that offset: a range reads the same every time; a server
+        without the extension that answers past the bound gets `UntilNotSupported` raised,
+        and nothing past the bound is handed over. With `idle`, a long-poll that ends without
+        data yields an empty batch of status 204 (its `next_offset` says where the stream
+        stands, or what `Offset.NOW` resolved to)."""
         wire.check_read(live, until)
         if live == "sse":
             yield from self._read_sse(SseSession(offset))
         elif live == "auto":
-            yield from self._read_auto(offset)
+            yield from self._read_auto(offset, idle)
         else:
-            yield from self._read_plain(wire.ReadSession(offset, live, until=until))
+            yield from self._read_plain(wire.ReadSession(offset, live, until=until, idle=idle))
 
     def _read_plain(self, session: wire.ReadSession) -> Iterator[Batch]:
         while not session.finished:
@@ -106,7 +129,7 @@ class DurableStream(StreamBase):
             if batch is not None:
                 yield batch
 
-    def _read_auto(self, offset: Offset) -> Iterator[Batch]:
+    def _read_auto(self, offset: Offset, idle: bool = False) -> Iterator[Batch]:
         catch_up = wire.ReadSession(offset, None)
         yield from self._read_plain(catch_up)
         if catch_up.closed:
@@ -120,6 +143,7 @@ class DurableStream(StreamBase):
             catch_up = wire.ReadSession(sse.offset, None, sse.cursor)
             catch_up.content_type = sse.content_type
         catch_up.follow()
+        catch_up.idle = idle
         yield from self._read_plain(catch_up)
 
     def _read_sse(self, session: SseSession, fallback: bool = False) -> Iterator[Batch]:
@@ -136,7 +160,7 @@ class DurableStream(StreamBase):
             answered, lost = False, SILENT_END
             try:
                 with self._client.stream(
-                    "GET", self.url, params=request.params, headers=headers
+                    "GET", wire.target(self.url, request.params), headers=headers
                 ) as response:
                     if response.status_code >= 400:
                         response.read()
@@ -186,8 +210,7 @@ class DurableStream(StreamBase):
             try:
                 response = self._client.request(
                     request.method,
-                    self.url,
-                    params=request.params or None,
+                    wire.target(self.url, request.params),
                     headers={**wire.resolve_headers(self.headers), **request.headers},
                     content=request.content,
                 )
@@ -197,6 +220,8 @@ class DurableStream(StreamBase):
                     raise step.error from failure
             else:
                 step = after_answer(self.retry, request, attempt, response)
+                if step.verify:
+                    step = self._check(request, attempt)
                 if step.error is not None:
                     raise step.error
                 if step.accept:
@@ -204,6 +229,15 @@ class DurableStream(StreamBase):
                         wire.raise_for_status(response)
                     return response, attempt
             time.sleep(step.pause or 0.0)
+
+    def _check(self, request: Request, attempt: int) -> Next:
+        """After a 500 or 503 to a write: whether the stream's tail says it was not applied."""
+        try:
+            info = self.head()
+        except DurableStreamError as failure:
+            message = f"{request.method} {self.url} failed and the tail could not be read"
+            return Next(error=OutcomeUnknown(f"{message}: {failure}"))
+        return after_check(self.retry, request, attempt, self.url, info)
 
     def close_client(self) -> None:
         if self._owns_client:

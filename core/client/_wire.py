@@ -14,11 +14,13 @@ from ._errors import (
     AccessDenied,
     BadRequest,
     DurableStreamError,
+    SequenceConflict,
     StreamClosed,
     StreamConflict,
     StreamGone,
     StreamNotFound,
     Unavailable,
+    UntilNotSupported,
 )
 from ._offset import Offset
 
@@ -36,6 +38,9 @@ class Request:
     content: bytes | None = None
     # May be sent again when no answer came back: repeating it cannot change the outcome.
     repeatable: bool = True
+    # For a write: the stream's tail as last seen before it was sent. A 500 with the tail still
+    # there proves the write was not applied (see `_attempts.after_check`).
+    tail_before: Offset | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,10 @@ class Batch:
     messages: list[Any] | None  # the Python values of a JSON stream's messages
     up_to_date: bool
     closed: bool
+    # The HTTP status of the answer: 204 for a long-poll that ended without data (handed over
+    # only with `read(idle=True)`; its `next_offset` is where the stream stands, which is
+    # also what `Offset.NOW` resolved to on a read's first request).
+    status: int = 200
 
 
 def is_json(content_type: str | None) -> bool:
@@ -84,6 +93,17 @@ def check_read(live: object, until: Offset | None) -> None:
         raise ValueError(f"live must be None, 'long-poll', 'sse' or 'auto', not {live!r}")
     if until is not None and live is not None:
         raise ValueError("until bounds catch-up reads only (live=None)")
+    if until is not None and until.is_now:
+        raise ValueError("until must be a position in the stream, not Offset.NOW")
+
+
+def check_stream_seq(stream_seq: object) -> None:
+    """A `Stream-Seq` value: a non-empty string of visible ASCII (it travels as a header). The
+    server compares them as strings, so numbers must be zero-padded to keep their order."""
+    if not isinstance(stream_seq, str):
+        raise TypeError(f"stream_seq must be a str, not {type(stream_seq).__name__}")
+    if not stream_seq or not all("!" <= c <= "~" for c in stream_seq):
+        raise ValueError(f"stream_seq must be non-empty visible ASCII, not {stream_seq!r}")
 
 
 def resolve_headers(source: HeaderSource) -> dict[str, str]:
@@ -135,14 +155,23 @@ def create_request(
 
 
 def append_request(
-    content_type: str, body: bytes, *, close: bool = False, producer: dict[str, str] | None = None
+    content_type: str,
+    body: bytes,
+    *,
+    close: bool = False,
+    producer: dict[str, str] | None = None,
+    stream_seq: str | None = None,
+    tail_before: Offset | None = None,
 ) -> Request:
     """An append (a close-only request, with no body, carries no Content-Type)."""
     headers = {"Content-Type": content_type} if body else {}
     headers |= producer or {}
+    if stream_seq is not None:
+        check_stream_seq(stream_seq)
+        headers["Stream-Seq"] = stream_seq
     if close:
         headers["Stream-Closed"] = "true"
-    return Request("POST", headers, content=body, repeatable=False)
+    return Request("POST", headers, content=body, repeatable=False, tail_before=tail_before)
 
 
 def close_request() -> Request:
@@ -163,6 +192,12 @@ def read_request(
     return Request("GET", params=params)
 
 
+def target(url: str, params: Mapping[str, str]) -> httpx.URL:
+    """The URL a request goes to: the stream's URL with the request's parameters added to
+    whatever query it has (a signed URL's signature must survive a read's `offset`)."""
+    return httpx.URL(url).copy_merge_params(dict(params)) if params else httpx.URL(url)
+
+
 # ------------------------------------------------------------------ answers
 
 
@@ -178,6 +213,8 @@ def raise_for_status(response: httpx.Response) -> None:
     if status == 409:
         if response.headers.get("Stream-Closed", "").lower() == "true":
             raise StreamClosed(message, status)
+        if _sent_stream_seq(response) and "seq" in message.lower():
+            raise SequenceConflict(message, status)
         raise StreamConflict(message, status)
     if status in (401, 403):
         raise AccessDenied(message, status)
@@ -195,7 +232,25 @@ def _message(response: httpx.Response) -> str:
     except (ValueError, AttributeError):
         # A HEAD answer has no body: a refusal's challenge still says why.
         detail = response.text or response.headers.get("WWW-Authenticate", "")
-    return f"{response.status_code} {response.reason_phrase}: {str(detail)[:500]}".strip()
+    status = f"{response.status_code} {response.reason_phrase}: {str(detail)[:500]}".strip()
+    return f"{describe(response)} answered {status}"
+
+
+def describe(response: httpx.Response) -> str:
+    """The request an answer belongs to, as "METHOD url" (the stream's URL, without the query
+    string, which may carry a signed URL's signature): errors name the stream they are about."""
+    try:
+        request = response.request
+    except RuntimeError:  # an answer built by hand, as in tests
+        return "the request"
+    return f"{request.method} {request.url.copy_with(query=None)}"
+
+
+def _sent_stream_seq(response: httpx.Response) -> bool:
+    try:
+        return "Stream-Seq" in response.request.headers
+    except RuntimeError:
+        return False
 
 
 def next_offset(response: httpx.Response) -> Offset:
@@ -218,7 +273,8 @@ def stream_info(response: httpx.Response) -> StreamInfo:
 
 class ReadSession:
     """Where a reader stands and what to ask next: the offset, the cursor to echo, and whether
-    the read is over (the end of a closed stream, or caught up for a catch-up read)."""
+    the read is over (the end of a closed stream, or caught up for a catch-up read). With
+    `idle`, a long-poll that ends without data is handed over as an empty batch (status 204)."""
 
     def __init__(
         self,
@@ -226,11 +282,13 @@ class ReadSession:
         live: Literal["long-poll"] | None,
         cursor: str | None = None,
         until: Offset | None = None,
+        idle: bool = False,
     ) -> None:
         self.offset = start
         self.live = live
         self.cursor = cursor
         self.until = until
+        self.idle = idle
         self.content_type: str | None = None
         self.finished = False
         self.closed = False
@@ -247,7 +305,18 @@ class ReadSession:
         """The batch to hand over, if any; afterwards `finished` says whether to read on."""
         raise_for_status(response)
         start = self.offset
-        self.offset = next_offset(response)
+        reached_to = next_offset(response)
+        if self.until is not None and reached_to > self.until:
+            # Offsets are opaque, so the bytes past the bound cannot be told apart from those
+            # before it: handing over a part would be a guess, and all of it would break the
+            # promise that a bounded read stops at its bound.
+            raise UntilNotSupported(
+                f"{describe(response)} ignored until={self.until}: it answered up to "
+                f"{reached_to}, past the bound (the server lacks the until extension); "
+                f"nothing of that answer was handed over, the read stands at {start}",
+                response.status_code,
+            )
+        self.offset = reached_to
         self.cursor = response.headers.get("Stream-Cursor", self.cursor)
         closed = response.headers.get("Stream-Closed", "").lower() == "true"
         up_to_date = closed or response.headers.get("Stream-Up-To-Date", "").lower() == "true"
@@ -256,7 +325,7 @@ class ReadSession:
         if closed or reached or (self.live is None and up_to_date):
             self.finished = True
         if response.status_code == 204:
-            if not closed:
+            if not closed and not self.idle:
                 return None
             data = b""
         else:
@@ -264,4 +333,4 @@ class ReadSession:
         self.content_type = response.headers.get("Content-Type", self.content_type)
         json_stream = is_json(self.content_type)
         messages = json.loads(data) if json_stream and data else ([] if json_stream else None)
-        return Batch(start, self.offset, data, messages, up_to_date, closed)
+        return Batch(start, self.offset, data, messages, up_to_date, closed, response.status_code)
