@@ -11,7 +11,7 @@ keeps growing, so the answer that reaches its tail is never cacheable). Printed 
 size, with reads from the start capped at 1 MiB (the behaviour before) and at the default:
 origin bytes and requests per reader, and how many responses a reader needed.
 
-    python -m benchmarks.catch_up_cdn [--sizes-mib 0.5 2 5 12] [--readers 10]
+    python -m benchmarks.catch_up_cdn [--sizes-mib 0.7 2.5 5.5 12.3 14.7] [--readers 10]
 """
 
 from __future__ import annotations
@@ -113,7 +113,8 @@ def measure(size_mib: float, readers: int, from_start_bytes: int | None, mode: s
     rig = origin(max_read_from_start_bytes=from_start_bytes)
     with rig as (counter, origin_url, cdn_url), httpx.Client(timeout=60) as client:
         url = f"{origin_url}/s"
-        client.put(url, headers={"Content-Type": "application/octet-stream"})
+        client.headers["Content-Type"] = "application/octet-stream"
+        client.put(url).raise_for_status()
         written = b""
         while len(written) < size_mib * MIB:
             part = bytes([len(written) // APPEND_BYTES % 251]) * APPEND_BYTES
@@ -140,7 +141,7 @@ def measure(size_mib: float, readers: int, from_start_bytes: int | None, mode: s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes-mib", type=float, nargs="+", default=[0.5, 2, 5, 12])
+    parser.add_argument("--sizes-mib", type=float, nargs="+", default=[0.7, 2.5, 5.5, 12.3, 14.7])
     parser.add_argument("--readers", type=int, default=10)
     args = parser.parse_args()
     print(f"{args.readers} readers in turn, each from the start to up to date through nginx")

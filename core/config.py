@@ -61,8 +61,8 @@ class Settings(BaseModel):
     max_read_bytes: int = Field(1 * MIB, gt=0, description="largest read response body")
     max_read_from_start_bytes: int | None = Field(
         None,
-        gt=0,
-        description="largest catch-up response for a read from a stream's start (default: "
+        ge=0,
+        description="largest catch-up response for a read from a stream's start (unset or 0: "
         "what the front door carries, max_response_bytes, so one request reads a whole "
         "stream up to that size)",
     )
