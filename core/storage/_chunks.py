@@ -9,7 +9,7 @@ one Query and costs what it returns, not what the stream holds.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -492,43 +492,54 @@ class _Run:
     data: bytes
     lengths: tuple[int, ...] | None = None
 
+    @property
+    def end(self) -> int:
+        return self.start + len(self.data)
 
-def take_runs(runs: Iterable[_Run], span: Span) -> tuple[Taken | None, int, int, int]:
-    """Whole appends of `runs` within [lo, hi) that fit the budget, the first however large
-    (cut to the budget); where appends are not known, any position is a clean cut. Returns
-    the bytes, where they begin (before `lo` when it was inside an append and `snap`), where
-    they end, and the budget left."""
-    parts: list[bytes] = []
+
+def take_runs(runs: Sequence[_Run], span: Span) -> tuple[Taken | None, int, int, int]:
+    """Whole appends of `runs` (consecutive) within [lo, hi) that fit the budget, the first
+    however large (cut to the budget); where appends are not known, any position is a clean
+    cut. Returns the bytes, where they begin (before `lo` when it was inside an append and
+    `snap`), where they end, and the budget left."""
     ends: list[int] = []
     budget, position, begin = span.budget, span.lo, span.lo
+    taken = False
+
+    def result() -> tuple[Taken | None, int, int, int]:
+        if not taken:
+            return None, begin, position, budget
+        data = b"".join(
+            run.data[max(begin, run.start) - run.start : position - run.start]
+            for run in runs
+            if run.start < position and run.start + len(run.data) > begin
+        )
+        return Taken(data, tuple(ends)), begin, position, budget
+
     for run in runs:
-        units = _spans(run.start, run.lengths) if run.lengths is not None else None
-        for a, b in units if units is not None else [(run.start, run.start + len(run.data))]:
+        known = run.lengths is not None
+        units = _spans(run.start, run.lengths or ()) if known else [(run.start, run.end)]
+        for a, b in units:
             b = min(b, span.hi)
             if b <= span.lo or a >= span.hi:
                 continue
-            known = units is not None
             at = max(a, span.lo)
-            if known and span.snap and not parts and a < span.lo:
+            if known and span.snap and not taken and a < span.lo:
                 at = begin = max(a, span.floor)
             size = b - at
             if size > budget:
-                if known and (parts or not span.first):
-                    return _taken(parts, ends), begin, position, budget  # before this append
+                if known and (taken or not span.first):
+                    return result()  # stop before this append
                 size = budget  # inside the first append, or anywhere where appends are unknown
             if size <= 0:
-                return _taken(parts, ends), begin, position, budget
-            parts.append(run.data[at - run.start : at - run.start + size])
+                return result()
+            taken = True
             position, budget = at + size, budget - size
             if position == b or not known:
                 ends.append(position)
             if position < b:
-                return _taken(parts, ends), begin, position, budget
-    return _taken(parts, ends), begin, position, budget
-
-
-def _taken(parts: list[bytes], ends: list[int]) -> Taken | None:
-    return Taken(b"".join(parts), tuple(ends)) if parts else None
+                return result()
+    return result()
 
 
 def _snapped(spans: Iterable[tuple[int, int]], span: Span) -> int:
