@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from benchmarks.cdn_fanout import Rig, fanout, rig
-from core.cdn import DEFAULT_POLICY
+from durable_streams_aws.core.cdn import DEFAULT_POLICY
 
 pytestmark = pytest.mark.integration
 
