@@ -67,7 +67,15 @@ def dsaws_serve(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
         if not {"--aws", "--data-dir", "--in-memory"}.intersection(args):
             data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="dsaws-bench-"))
             args = (*args, "--data-dir", data_dir)
-        command = [sys.executable, "-m", "core.cli", "serve", "--port", str(port), *args]
+        command = [
+            sys.executable,
+            "-m",
+            "durable_streams_aws.core.cli",
+            "serve",
+            "--port",
+            str(port),
+            *args,
+        ]
         with process(command, f"{base}/healthz", env):
             yield f"{base}/v1/stream"
 

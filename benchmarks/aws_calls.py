@@ -18,12 +18,16 @@ from typing import Any
 
 import httpx
 
-from core.app import create_app
-from core.auth import mint_token, parse_grants, parse_key_set
-from core.config import Settings
-from core.runtime import build_backend, ensure_resources, use_emulator_credentials
-from core.storage import CreateSpec
-from infra.emulator import Emulator
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.auth import mint_token, parse_grants, parse_key_set
+from durable_streams_aws.core.config import Settings
+from durable_streams_aws.core.runtime import (
+    build_backend,
+    ensure_resources,
+    use_emulator_credentials,
+)
+from durable_streams_aws.core.storage import CreateSpec
+from durable_streams_aws.infra.emulator import Emulator
 
 REPEATS = 20
 IDLE_WAIT_SECONDS = 3.0

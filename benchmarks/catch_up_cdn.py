@@ -29,10 +29,14 @@ import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from benchmarks._processes import free_port
-from core.cdn import LocalCdn, install_nginx
-from core.config import MIB, Settings
-from core.runtime import build_backend, ensure_resources, use_emulator_credentials
-from infra.emulator import Emulator
+from durable_streams_aws.core.cdn import LocalCdn, install_nginx
+from durable_streams_aws.core.config import MIB, Settings
+from durable_streams_aws.core.runtime import (
+    build_backend,
+    ensure_resources,
+    use_emulator_credentials,
+)
+from durable_streams_aws.infra.emulator import Emulator
 
 APPEND_BYTES = 16 * 1024
 

@@ -36,10 +36,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from benchmarks._processes import free_port
 from benchmarks.aws_calls import CallMeter
-from core.cdn import LocalCdn, install_nginx
-from core.config import Settings
-from core.runtime import Backend, build_backend, ensure_resources, use_emulator_credentials
-from infra.emulator import Emulator
+from durable_streams_aws.core.cdn import LocalCdn, install_nginx
+from durable_streams_aws.core.config import Settings
+from durable_streams_aws.core.runtime import (
+    Backend,
+    build_backend,
+    ensure_resources,
+    use_emulator_credentials,
+)
+from durable_streams_aws.infra.emulator import Emulator
 
 ORIGIN_REQUESTS_PER_APPEND_BUDGET = 2.0
 STREAM_HEADERS = ("stream-next-offset", "stream-cursor")

@@ -22,10 +22,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from core.config import Settings
-from core.runtime import build_backend, ensure_resources, use_emulator_credentials
-from infra.emulator import Emulator
-from infra.lambda_bridge import function_url_event, lambda_environment
+from durable_streams_aws.core.config import Settings
+from durable_streams_aws.core.runtime import (
+    build_backend,
+    ensure_resources,
+    use_emulator_credentials,
+)
+from durable_streams_aws.infra.emulator import Emulator
+from durable_streams_aws.infra.lambda_bridge import function_url_event, lambda_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPORT_BUDGET_SECONDS = 0.4
@@ -37,15 +41,15 @@ FIRST_REQUEST_BUDGET_SECONDS = 0.02
 _FIRST_REQUEST = """
 import json, sys, time
 started = time.perf_counter()
-from functions.api import handler
+from durable_streams_aws.functions.api import handler
 imported = time.perf_counter()
-from infra.lambda_bridge import LambdaContext
+from durable_streams_aws.infra.lambda_bridge import LambdaContext
 hooks = 0.0
 if RESTORE:
-    import functions.api
-    from functions import _snapstart
+    import durable_streams_aws.functions.api
+    from durable_streams_aws.functions import _snapstart
     t = time.perf_counter()
-    _snapstart.after_restore(functions.api._backend)
+    _snapstart.after_restore(durable_streams_aws.functions.api._backend)
     hooks = time.perf_counter() - t
 context = LambdaContext()
 events = json.loads(sys.stdin.read())
@@ -65,7 +69,7 @@ def _import_time(env: dict[str, str]) -> tuple[float, float, list[tuple[int, str
     init work: clients, app, warm-up), and the heaviest packages (their modules' own
     microseconds added up, so that a package is counted whoever imports it)."""
     run = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import functions.api"],
+        [sys.executable, "-X", "importtime", "-c", "import durable_streams_aws.functions.api"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -83,10 +87,11 @@ def _import_time(env: dict[str, str]) -> tuple[float, float, list[tuple[int, str
             continue
         if name == "site":  # the interpreter's own start ends here; the handler's begins
             inside = True
-        elif name == "functions.api":
+        elif name == "durable_streams_aws.functions.api":
             total, own = int(cumulative), int(own_text)
         elif inside:
-            package = name.split(".")[0]
+            parts = name.split(".")
+            package = ".".join(parts[:2]) if parts[0] == "durable_streams_aws" else parts[0]
             packages[package] = packages.get(package, 0) + int(own_text)
     heavy = sorted(((micros, name) for name, micros in packages.items()), reverse=True)
     return total / 1e6, own / 1e6, heavy[:8]

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from infra.emulator import Emulator
+from durable_streams_aws.infra.emulator import Emulator
 
 CALLS_PATH = "/__calls"
 _S3_OBJECT_OPERATIONS = {

@@ -41,8 +41,8 @@ ANSWER = "ANSWER "  # a worker's lines of results (the function also prints its 
 def _worker(args: argparse.Namespace) -> None:
     """Imports the API function as a Lambda container would, says it is ready, waits for the
     start time on stdin, then appends until the end time; prints one JSON line per append."""
-    from functions.api import handler
-    from infra.lambda_bridge import LambdaContext, function_url_event
+    from durable_streams_aws.functions.api import handler
+    from durable_streams_aws.infra.lambda_bridge import LambdaContext, function_url_event
 
     print("ready", flush=True)
     start_at = float(sys.stdin.readline())
@@ -127,15 +127,15 @@ class Result:
 
 
 def _environment(endpoint: str, table: str, bucket: str, extra: dict[str, str]) -> dict[str, str]:
-    from infra.lambda_bridge import lambda_environment
+    from durable_streams_aws.infra.lambda_bridge import lambda_environment
 
     return {**os.environ, **lambda_environment(endpoint, table, bucket), **extra}
 
 
 def run(endpoint: str, mode: str, writers: int, seconds: float, record_bytes: int) -> Result:
-    from core.config import Settings
-    from core.runtime import build_backend, ensure_resources
-    from core.storage import CreateSpec
+    from durable_streams_aws.core.config import Settings
+    from durable_streams_aws.core.runtime import build_backend, ensure_resources
+    from durable_streams_aws.core.storage import CreateSpec
 
     suffix = uuid.uuid4().hex[:8]
     table, bucket = f"hot-{suffix}", f"hot-{suffix}"
@@ -206,7 +206,7 @@ def _emf_counts(lines: list[str]) -> Counter[str]:
 
 def _check(store: Any, streams: list[str], acked: list[dict[str, Any]], size: int) -> list[str]:
     """Every acknowledged record once, at its offset; no record twice."""
-    from core.protocol.offsets import parse_position
+    from durable_streams_aws.core.protocol.offsets import parse_position
 
     problems: list[str] = []
     contents: dict[str, bytes] = {}
@@ -277,7 +277,7 @@ def main() -> None:
         _worker(args)
         return
     low, high = (float(part) for part in args.latency.split(","))
-    from core.runtime import use_emulator_credentials
+    from durable_streams_aws.core.runtime import use_emulator_credentials
 
     use_emulator_credentials()
     results = []

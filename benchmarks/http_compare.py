@@ -85,7 +85,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks._processes import dsaws_serve, free_port, process
-from core.client import (
+from durable_streams_aws.client import (
     AsyncDurableStream,
     DurableStreamError,
     IdempotentProducer,

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from benchmarks._processes import counted_emulator, dsaws_serve
-from core.client import AsyncDurableStream, DurableStream, IdempotentProducer
+from durable_streams_aws.client import AsyncDurableStream, DurableStream, IdempotentProducer
 from interop import run_ts_client
 
 SIZES = {"100 B": 100, "4 KiB": 4096}

@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 
 from benchmarks._processes import counted_emulator, dsaws_serve
-from core.client import DurableStream, SyncIdempotentProducer
-from core.runtime import use_emulator_credentials
+from durable_streams_aws.client import DurableStream, SyncIdempotentProducer
+from durable_streams_aws.core.runtime import use_emulator_credentials
 
 STREAMS = ("bench/a", "bench/b")  # two streams: one partition each on local[2]
 TABLE, BUCKET = "pipeline-bench", "pipeline-bench-data"
@@ -64,7 +64,7 @@ def fill(url: str, count: int) -> None:
 
 def start_spark() -> tuple[Any, float]:
     """A local[2] session and a first job; how long both took."""
-    from pipeline import local_session
+    from durable_streams_aws.pipeline import local_session
 
     started = time.perf_counter()
     conf = {"spark.driver.memory": "2g", "spark.sql.shuffle.partitions": "2"}

@@ -25,17 +25,17 @@ from typing import Any
 import httpx
 
 from benchmarks.aws_calls import CallMeter
-from core.config import Settings
-from core.protocol.append import AppendIntent
-from core.runtime import (
+from durable_streams_aws.core.config import Settings
+from durable_streams_aws.core.protocol.append import AppendIntent
+from durable_streams_aws.core.runtime import (
     Backend,
     build_backend,
     ensure_resources,
     seal_policy,
     use_emulator_credentials,
 )
-from core.storage import CreateSpec, Payload, Sealer
-from infra.emulator import Emulator
+from durable_streams_aws.core.storage import CreateSpec, Payload, Sealer
+from durable_streams_aws.infra.emulator import Emulator
 
 MB = 1_000_000
 GB = 1_000_000_000

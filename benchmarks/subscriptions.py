@@ -30,9 +30,13 @@ from typing import Any
 
 import httpx
 
-from core.config import Settings
-from core.runtime import build_backend, ensure_resources, use_emulator_credentials
-from infra.emulator import IN_PROCESS_ENDPOINT, Emulator
+from durable_streams_aws.core.config import Settings
+from durable_streams_aws.core.runtime import (
+    build_backend,
+    ensure_resources,
+    use_emulator_credentials,
+)
+from durable_streams_aws.infra.emulator import IN_PROCESS_ENDPOINT, Emulator
 
 PATTERN = "bench/*"
 STREAM = "bench/events"

@@ -73,7 +73,7 @@ def _serve(args: argparse.Namespace) -> int:
             ensure_resources(backend)
         where = f"AWS (table {settings.table}, bucket {settings.bucket})"
     else:
-        from infra.emulator import IN_PROCESS_ENDPOINT, Emulator, JournalError
+        from durable_streams_aws.infra.emulator import IN_PROCESS_ENDPOINT, Emulator, JournalError
 
         use_emulator_credentials()
         data_dir = None if args.in_memory else _data_dir(args)
@@ -237,7 +237,7 @@ def _seal(args: argparse.Namespace) -> int:
 
 def _export(arguments: list[str]) -> int:
     try:
-        from pipeline.export import main as export_main
+        from durable_streams_aws.pipeline.export import main as export_main
     except ImportError as missing:
         print(
             f"dsaws export runs Spark ({missing.name} is not installed): "
@@ -370,8 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="export streams to Parquet with Spark (needs the spark extra; --help for more)",
     )
 
+    from ..client.commands import add_commands
     from .auth.commands import add_commands as add_auth_commands
-    from .client.commands import add_commands
 
     add_auth_commands(commands)
     add_commands(commands)

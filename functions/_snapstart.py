@@ -35,10 +35,10 @@ from typing import Any
 
 from botocore.awsrequest import AWSResponse
 
-from core.auth.keys import StoredValue
-from core.auth.origin import ORIGIN_SECRET_HEADER
-from core.runtime import Backend
-from core.storage.aws import LazyClient
+from durable_streams_aws.core.auth.keys import StoredValue
+from durable_streams_aws.core.auth.origin import ORIGIN_SECRET_HEADER
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage.aws import LazyClient
 
 from ._events import LambdaContext, function_url_event
 

@@ -25,10 +25,10 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from mangum import Mangum
 
-from core.config import load_settings
-from core.http.envelope import TEXT_MIME_TYPES
-from core.runtime import build_backend
-from core.telemetry import Metric
+from durable_streams_aws.core.config import load_settings
+from durable_streams_aws.core.http.envelope import TEXT_MIME_TYPES
+from durable_streams_aws.core.runtime import build_backend
+from durable_streams_aws.core.telemetry import Metric
 
 from . import _snapstart
 

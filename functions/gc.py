@@ -6,9 +6,9 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from core.config import load_settings
-from core.runtime import build_backend
-from core.storage import Collector
+from durable_streams_aws.core.config import load_settings
+from durable_streams_aws.core.runtime import build_backend
+from durable_streams_aws.core.storage import Collector
 
 logger = Logger(service="durable-streams-gc")
 _backend = build_backend(load_settings())

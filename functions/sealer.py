@@ -9,9 +9,9 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from core.config import load_settings
-from core.runtime import build_backend, seal_policy
-from core.storage import Sealer
+from durable_streams_aws.core.config import load_settings
+from durable_streams_aws.core.runtime import build_backend, seal_policy
+from durable_streams_aws.core.storage import Sealer
 
 logger = Logger(service="durable-streams-sealer")
 _settings = load_settings()

@@ -13,10 +13,10 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from core.config import load_settings
-from core.runtime import build_backend
-from core.subscriptions import Task
-from core.subscriptions.wiring import ConfiguredSubscriptions
+from durable_streams_aws.core.config import load_settings
+from durable_streams_aws.core.runtime import build_backend
+from durable_streams_aws.core.subscriptions import Task
+from durable_streams_aws.core.subscriptions.wiring import ConfiguredSubscriptions
 
 logger = Logger(service="durable-streams-subscriptions")
 _settings = load_settings()

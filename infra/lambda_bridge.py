@@ -5,7 +5,7 @@ comma-joined, the raw query string, a base64 body for binary content), is passed
 `functions.api.handler` in this process, and the handler's answer is written back. The app
 runs in bounded-window SSE mode, as it does inside Lambda.
 
-    python -m infra.lambda_bridge --port 4438 [--long-poll-timeout 1]
+    python -m durable_streams_aws.infra.lambda_bridge --port 4438 [--long-poll-timeout 1]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from functions._events import LambdaContext, function_url_event
+from durable_streams_aws.functions._events import LambdaContext, function_url_event
 
 __all__ = ["LambdaContext", "function_url_event", "lambda_environment", "make_request_handler"]
 
@@ -131,9 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long-poll-timeout", type=float, default=1.0)
     args = parser.parse_args(argv)
 
-    from core.config import Settings, load_settings
-    from core.runtime import build_backend, ensure_resources, use_emulator_credentials
-    from infra.emulator import Emulator
+    from durable_streams_aws.core.config import Settings, load_settings
+    from durable_streams_aws.core.runtime import (
+        build_backend,
+        ensure_resources,
+        use_emulator_credentials,
+    )
+    from durable_streams_aws.infra.emulator import Emulator
 
     use_emulator_credentials()
     emulator = Emulator().start()
@@ -141,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(lambda_environment(emulator.endpoint, defaults.table, defaults.bucket))
     os.environ["DS_LONG_POLL_TIMEOUT"] = str(args.long_poll_timeout)
     ensure_resources(build_backend(load_settings(), endpoint=emulator.endpoint))
-    from functions.api import handler
+    from durable_streams_aws.functions.api import handler
 
     server = serve(handler, args.host, args.port)
     print(

@@ -1,11 +1,11 @@
-"""`core.client` as a client adapter for the upstream client conformance suite.
+"""`durable_streams_aws.client` as a client adapter for the upstream client conformance suite.
 
 The suite (`packages/client-conformance-tests` in the durable-streams repository) starts this
 program and drives it with one JSON command per line on stdin; every command gets one JSON
-result per line on stdout. Everything here goes through the public API of `core.client`: the
-adapter only translates the suite's vocabulary (commands, camelCase options, error codes) into
-calls, and the answers back. See the README ("The Python client and the command line") for how
-to run the suite.
+result per line on stdout. Everything here goes through the public API of
+`durable_streams_aws.client`: the adapter only translates the suite's vocabulary (commands,
+camelCase options, error codes) into calls, and the answers back. See the README ("The Python
+client and the command line") for how to run the suite.
 
     python3 -m interop.client_conformance_adapter
 """
@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from core.client import (
+from durable_streams_aws.client import (
     AsyncDurableStream,
     BadRequest,
     Batch,
@@ -150,7 +150,7 @@ class Adapter:
         return {
             "type": "init",
             "success": True,
-            "clientName": "durable-streams-aws core.client",
+            "clientName": "durable-streams-aws durable_streams_aws.client",
             "clientVersion": "0",
             "features": {
                 "batching": True,

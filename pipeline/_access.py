@@ -13,11 +13,17 @@ from collections.abc import Iterator
 from itertools import pairwise
 from typing import Protocol
 
-from core.client import DurableStream, Offset, StreamGone, StreamNotFound, list_streams
-from core.protocol.headers import is_json
-from core.protocol.jsonmode import split_messages
-from core.protocol.offsets import format_offset, parse_offset
-from core.storage import ReadBatch
+from durable_streams_aws.client import (
+    DurableStream,
+    Offset,
+    StreamGone,
+    StreamNotFound,
+    list_streams,
+)
+from durable_streams_aws.core.protocol.headers import is_json
+from durable_streams_aws.core.protocol.jsonmode import split_messages
+from durable_streams_aws.core.protocol.offsets import format_offset, parse_offset
+from durable_streams_aws.core.storage import ReadBatch
 
 from ._plan import Origin, StreamSlice, StreamState, position
 
@@ -77,8 +83,8 @@ class HttpAccess:
 
 class StorageAccess:
     def __init__(self, origin: Origin) -> None:
-        from core.storage import DynamoStore
-        from core.storage.aws import AwsSettings, make_clients
+        from durable_streams_aws.core.storage import DynamoStore
+        from durable_streams_aws.core.storage.aws import AwsSettings, make_clients
 
         assert origin.table is not None and origin.bucket is not None
         # An emulator takes any region; real AWS uses the one given, or the environment's.

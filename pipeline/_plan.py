@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from urllib.parse import quote
 
-from core.protocol.errors import ProtocolError
-from core.protocol.offsets import format_offset, parse_position
+from durable_streams_aws.core.protocol.errors import ProtocolError
+from durable_streams_aws.core.protocol.offsets import format_offset, parse_position
 
 BEGINNING = "-1"
 FIRST = format_offset(0)  # this server's first offset: nothing lies before it

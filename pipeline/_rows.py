@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from core.protocol.headers import is_json, media_type
-from core.protocol.offsets import format_offset
-from core.storage import ReadBatch
+from durable_streams_aws.core.protocol.headers import is_json, media_type
+from durable_streams_aws.core.protocol.offsets import format_offset
+from durable_streams_aws.core.storage import ReadBatch
 
 SCHEMA_FIELDS = ("stream", "offset", "message", "content_type")
 VALUE_FIELD = "value"  # the parsed message, with the `jsonSchema` option

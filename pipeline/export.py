@@ -74,7 +74,7 @@ def _still_read(offsets: dict[str, str], options: dict[str, str]) -> dict[str, s
 def _check_columns(new: Any, existing: Any) -> None:
     """Refuse rows the dataset cannot take: `message` is a string when every stream read is
     JSON or text and bytes otherwise, and `value` comes with --json-schema only."""
-    from pipeline._plan import OptionError
+    from durable_streams_aws.pipeline._plan import OptionError
 
     def shape(schema: Any) -> dict[str, str]:
         return {field.name: field.dataType.simpleString() for field in schema.fields}
@@ -90,8 +90,8 @@ def _refuse_recreated(starting: dict[str, str], options: dict[str, str]) -> None
     """A stream now shorter than what was exported of it was deleted and re-created: its new
     offsets would repeat the old ones in the dataset, so the export stops (whatever
     failOnDataLoss says) and names it."""
-    from pipeline._plan import DataLoss, ReadOptions, position
-    from pipeline.source import resolve
+    from durable_streams_aws.pipeline._plan import DataLoss, ReadOptions, position
+    from durable_streams_aws.pipeline.source import resolve
 
     _, states, _ = resolve(ReadOptions.parse({k.lower(): v for k, v in options.items()}))
     for stream, offset in sorted(starting.items()):
@@ -191,7 +191,7 @@ def read_options(args: argparse.Namespace) -> dict[str, str]:
 def main(argv: Sequence[str] | None = None, prog: str = "export") -> int:
     args = build_parser(prog).parse_args(argv)
     options = read_options(args)
-    from pipeline._plan import OptionError, ReadOptions
+    from durable_streams_aws.pipeline._plan import OptionError, ReadOptions
 
     try:
         ReadOptions.parse({name.lower(): value for name, value in options.items()})
@@ -200,7 +200,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "export") -> int:
         return 2
     spark = _session(args.master)
     try:
-        from pipeline import DataLoss
+        from durable_streams_aws.pipeline import DataLoss
 
         report = export(spark, options, args.output)
     except (DataLoss, OptionError) as error:
@@ -217,7 +217,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "export") -> int:
 def _session(master: str | None) -> Any:
     import os
 
-    from pipeline import local_session, register
+    from durable_streams_aws.pipeline import local_session, register
 
     # Under spark-submit the launcher has started the JVM and chosen the master already.
     if master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ:

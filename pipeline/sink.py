@@ -18,8 +18,8 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import Row
 
-from core.client import DurableStream, ProducerSettings, SyncIdempotentProducer
-from core.protocol.headers import is_json
+from durable_streams_aws.client import DurableStream, ProducerSettings, SyncIdempotentProducer
+from durable_streams_aws.core.protocol.headers import is_json
 
 from ._plan import OptionError
 

@@ -29,8 +29,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from core.client import StreamGone, StreamNotFound
-from core.protocol.headers import is_json
+from durable_streams_aws.client import StreamGone, StreamNotFound
+from durable_streams_aws.core.protocol.headers import is_json
 
 from ._access import access
 from ._json_values import SUPPORTED, parser, unsupported

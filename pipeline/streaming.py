@@ -25,7 +25,7 @@ except ImportError:  # Spark 4.0 and 4.1: no admission control, no AvailableNow 
     SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 from pyspark.sql.types import StructType
 
-from core.client import StreamGone, StreamNotFound
+from durable_streams_aws.client import StreamGone, StreamNotFound
 
 from ._access import access
 from ._admission import Budget, admitted_end, canonical

@@ -9,7 +9,7 @@ from typing import Any
 
 import jwt
 
-from core.auth import Grant, KeySet, mint_token, parse_grants, parse_key_set
+from durable_streams_aws.core.auth import Grant, KeySet, mint_token, parse_grants, parse_key_set
 
 CURRENT_KID = "2026-12"
 PREVIOUS_KID = "2026-11"

@@ -7,9 +7,14 @@ from pathlib import Path
 import pytest
 from support import remove_resources
 
-from core.config import Settings
-from core.runtime import Backend, build_backend, ensure_resources, use_emulator_credentials
-from infra.emulator import Emulator
+from durable_streams_aws.core.config import Settings
+from durable_streams_aws.core.runtime import (
+    Backend,
+    build_backend,
+    ensure_resources,
+    use_emulator_credentials,
+)
+from durable_streams_aws.infra.emulator import Emulator
 
 
 @pytest.fixture(autouse=True)

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.runtime import use_emulator_credentials
-from core.storage.aws import AwsSettings, make_clients
-from infra import (
+from durable_streams_aws.core.runtime import use_emulator_credentials
+from durable_streams_aws.core.storage.aws import AwsSettings, make_clients
+from durable_streams_aws.infra import (
     _fast_item_requests,
     _moto_fast_dispatch,
     _moto_fast_expressions,
     _moto_fast_query,
     _moto_fast_serialize,
 )
-from infra.emulator import IN_PROCESS_ENDPOINT, Emulator
+from durable_streams_aws.infra.emulator import IN_PROCESS_ENDPOINT, Emulator
 
 FAST_PATHS = (
     _moto_fast_serialize,

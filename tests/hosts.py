@@ -18,8 +18,8 @@ from typing import Any, Protocol
 from mangum import Mangum
 from starlette.testclient import TestClient
 
-from core.http.envelope import TEXT_MIME_TYPES
-from infra.lambda_bridge import LambdaContext, function_url_event
+from durable_streams_aws.core.http.envelope import TEXT_MIME_TYPES
+from durable_streams_aws.infra.lambda_bridge import LambdaContext, function_url_event
 
 Headers = list[tuple[str, str]]
 

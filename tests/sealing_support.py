@@ -9,10 +9,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.protocol.append import AppendIntent
-from core.runtime import Backend
-from core.storage import CreateSpec, DynamoStore, Payload, ReadBatch
-from core.storage import _items as items
+from durable_streams_aws.core.protocol.append import AppendIntent
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import CreateSpec, DynamoStore, Payload, ReadBatch
+from durable_streams_aws.core.storage import _items as items
 
 JSON = "application/json"
 BYTES = "application/octet-stream"

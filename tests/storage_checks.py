@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.runtime import Backend
-from core.storage import DynamoStore
-from core.storage import _items as items
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import DynamoStore
+from durable_streams_aws.core.storage import _items as items
 
 
 def scan(backend: Backend) -> list[dict[str, Any]]:

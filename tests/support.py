@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 
 from benchmarks._processes import free_port
-from core.runtime import Backend
-from core.storage import DynamoStore
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import DynamoStore
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,7 +52,7 @@ def remove_resources(backend: Backend) -> None:
 def dsaws(env: dict[str, str], *args: str) -> dict[str, Any]:
     """Run a `dsaws` command that prints a JSON report (gc, seal), and return the report."""
     run = subprocess.run(
-        [sys.executable, "-m", "core.cli", *args],
+        [sys.executable, "-m", "durable_streams_aws.core.cli", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -65,7 +65,7 @@ def dsaws(env: dict[str, str], *args: str) -> dict[str, Any]:
 
 _INVOKE_FUNCTION = """
 import importlib, json, sys
-from infra.lambda_bridge import LambdaContext
+from durable_streams_aws.infra.lambda_bridge import LambdaContext
 module, name = sys.argv[1].rsplit(".", 1)
 handler = getattr(importlib.import_module(module), name)
 for event in json.loads(sys.stdin.read()):
@@ -101,7 +101,7 @@ class ServerProcess:
         self,
         *args: str,
         env: dict[str, str] | None = None,
-        module: str = "core.cli serve",
+        module: str = "durable_streams_aws.core.cli serve",
         with_cdn: bool = False,
         port: int | None = None,
     ) -> None:
@@ -120,7 +120,9 @@ class ServerProcess:
         # one server only), removed when it stops, unless the test chose where its data goes.
         self._data_dir: tempfile.TemporaryDirectory[str] | None = None
         storage_flags = {"--aws", "--data-dir", "--in-memory"}
-        if module == "core.cli serve" and not storage_flags.intersection(self.args):
+        if module == "durable_streams_aws.core.cli serve" and not storage_flags.intersection(
+            self.args
+        ):
             self._data_dir = tempfile.TemporaryDirectory(prefix="dsaws-data-")
             self.args = (*self.args, "--data-dir", self._data_dir.name)
         self.process: subprocess.Popen[bytes] | None = None

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from core.protocol.errors import quoted
-from core.protocol.limits import MAX_PATH_BYTES
+from durable_streams_aws.core.protocol.errors import quoted
+from durable_streams_aws.core.protocol.limits import MAX_PATH_BYTES
 
 from .errors import invalid
 

@@ -15,8 +15,8 @@ import pytest
 from auth_support import KEY_SET_TEXT, ORIGIN_SECRET
 from support import ROOT, ServerProcess
 
-from core.cdn import install_nginx
-from core.client import AccessDenied, DurableStream
+from durable_streams_aws.client import AccessDenied, DurableStream
+from durable_streams_aws.core.cdn import install_nginx
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,7 @@ AUTH_ENV = {
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "core.cli", *args],
+        [sys.executable, "-m", "durable_streams_aws.core.cli", *args],
         cwd=ROOT,
         env={**os.environ, **AUTH_ENV, **(env or {})},
         capture_output=True,

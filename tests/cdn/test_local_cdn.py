@@ -19,8 +19,8 @@ import httpx
 import pytest
 from support import ServerProcess, free_port
 
-from core import cli
-from core.cdn import LocalCdn, install_nginx, unpack_nginx_package
+from durable_streams_aws.core import cli
+from durable_streams_aws.core.cdn import LocalCdn, install_nginx, unpack_nginx_package
 
 
 def listening(url: str) -> bool:
@@ -187,7 +187,7 @@ def _until_closed(sock: socket.socket) -> float:
 def test_without_nginx_the_command_says_how_to_get_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("core.cdn.find_nginx", lambda: None)
+    monkeypatch.setattr("durable_streams_aws.core.cdn.find_nginx", lambda: None)
     assert cli.main(["serve", "--cdn-port", "1"]) != 0
     message = capsys.readouterr().err
     assert "dsaws install-nginx" in message and "apt-get install" in message
@@ -231,7 +231,7 @@ def test_a_taken_cdn_port_stops_the_server_with_a_clear_message() -> None:
             [
                 sys.executable,
                 "-m",
-                "core.cli",
+                "durable_streams_aws.core.cli",
                 "serve",
                 "--port",
                 str(free_port()),

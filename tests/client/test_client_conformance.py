@@ -11,7 +11,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from core.client import (
+from durable_streams_aws.client import (
     AccessDenied,
     AsyncDurableStream,
     DurableStream,
@@ -29,8 +29,8 @@ from core.client import (
     Unavailable,
     UntilNotSupported,
 )
-from core.client._attempts import after_answer, after_check
-from core.client._wire import ReadSession, append_request
+from durable_streams_aws.client._attempts import after_answer, after_check
+from durable_streams_aws.client._wire import ReadSession, append_request
 
 URL = "http://server.test/v1/stream/orders-7"
 FAST = RetryPolicy(max_attempts=4, base_delay=0.0, max_delay=0.01)

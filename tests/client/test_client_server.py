@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from support import ServerProcess
 
-from core.client import (
+from durable_streams_aws.client import (
     AsyncDurableStream,
     Batch,
     DurableStream,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from core.client import (
+from durable_streams_aws.client import (
     AsyncDurableStream,
     BadRequest,
     DurableStream,
@@ -23,9 +23,14 @@ from core.client import (
     StreamNotFound,
     Unavailable,
 )
-from core.client._attempts import after_answer, after_failure
-from core.client._retry import parse_retry_after
-from core.client._wire import ReadSession, append_request, close_request, read_request
+from durable_streams_aws.client._attempts import after_answer, after_failure
+from durable_streams_aws.client._retry import parse_retry_after
+from durable_streams_aws.client._wire import (
+    ReadSession,
+    append_request,
+    close_request,
+    read_request,
+)
 
 URL = "http://server.test/v1/stream/s"
 FAST = RetryPolicy(max_attempts=4, base_delay=0.0, max_delay=0.01)

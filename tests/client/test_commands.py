@@ -23,7 +23,7 @@ def url() -> Iterator[str]:
 def dsaws(url: str, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "DSAWS_URL": url}
     return subprocess.run(
-        [sys.executable, "-m", "core.cli", *args],
+        [sys.executable, "-m", "durable_streams_aws.core.cli", *args],
         input=stdin,
         capture_output=True,
         cwd=ROOT,
@@ -85,7 +85,7 @@ def test_tail_follows_a_json_stream_until_it_closes(url: str, live: str) -> None
     dsaws(url, "create", name, "--content-type", "application/json")
     dsaws(url, "append", name, '{"n": 1}')
     env = {**os.environ, "DSAWS_URL": url}
-    command = [sys.executable, "-m", "core.cli", "tail", name, "--live", live]
+    command = [sys.executable, "-m", "durable_streams_aws.core.cli", "tail", name, "--live", live]
     with subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     ) as tail:

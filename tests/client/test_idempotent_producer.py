@@ -12,14 +12,14 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from core.client import (
+from durable_streams_aws.client import (
     AsyncDurableStream,
     IdempotentProducer,
     ProducerError,
     ProducerSettings,
     RetryPolicy,
 )
-from core.runtime import Backend
+from durable_streams_aws.core.runtime import Backend
 
 pytestmark = pytest.mark.integration
 URL = "http://testserver/v1/stream/p"

@@ -16,7 +16,14 @@ import durable_streams as upstream
 import pytest
 from support import ServerProcess
 
-from core.client import Batch, DurableStream, Live, Offset, ProducerSettings, SyncIdempotentProducer
+from durable_streams_aws.client import (
+    Batch,
+    DurableStream,
+    Live,
+    Offset,
+    ProducerSettings,
+    SyncIdempotentProducer,
+)
 from interop import run_ts_client, ts_client_command
 
 pytestmark = pytest.mark.integration

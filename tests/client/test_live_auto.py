@@ -12,7 +12,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from core.client import (
+from durable_streams_aws.client import (
     AsyncDurableStream,
     Batch,
     DurableStream,
@@ -20,7 +20,7 @@ from core.client import (
     RetryPolicy,
     Unavailable,
 )
-from core.client._live import SSE_REFUSALS, Connection, SseHealth, live_transport
+from durable_streams_aws.client._live import SSE_REFUSALS, Connection, SseHealth, live_transport
 
 URL = "http://server.test/v1/stream/s"
 FAST = RetryPolicy(max_attempts=4, base_delay=0.0, max_delay=0.01)

@@ -17,8 +17,13 @@ import pytest
 from fault_proxy import FORWARD, Action, FaultProxy, Seen
 from support import ServerProcess
 
-from core.client import AsyncDurableStream, IdempotentProducer, ProducerSettings, RetryPolicy
-from infra.emulator import Emulator
+from durable_streams_aws.client import (
+    AsyncDurableStream,
+    IdempotentProducer,
+    ProducerSettings,
+    RetryPolicy,
+)
+from durable_streams_aws.infra.emulator import Emulator
 
 pytestmark = pytest.mark.integration
 MESSAGES = 200

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from core.client._producer_state import Answer, Batch, ProducerState, Send
+from durable_streams_aws.client._producer_state import Answer, Batch, ProducerState, Send
 
 
 @dataclass

@@ -14,9 +14,9 @@ from auth_support import ALL_ACTIONS, KEY_SET_TEXT, ORIGIN_SECRET, bearer, token
 from report import summarize
 from support import ServerProcess
 
-from core.auth import ORIGIN_SECRET_HEADER
-from core.cdn import install_nginx
-from infra.emulator import Emulator
+from durable_streams_aws.core.auth import ORIGIN_SECRET_HEADER
+from durable_streams_aws.core.cdn import install_nginx
+from durable_streams_aws.infra.emulator import Emulator
 from interop import CACHE, NodeMissing, install_node_project
 
 HERE = Path(__file__).resolve().parent
@@ -130,7 +130,9 @@ def test_conformance_through_the_lambda_handler(tmp_path: Path) -> None:
         # The suite's webhook receivers listen on http://127.0.0.1 (a deployment refuses it).
         "DS_WEBHOOK_ALLOW_LOCALHOST": "true",
     }
-    server = ServerProcess("--long-poll-timeout", "1", module="infra.lambda_bridge", env=deployed)
+    server = ServerProcess(
+        "--long-poll-timeout", "1", module="durable_streams_aws.infra.lambda_bridge", env=deployed
+    )
     headers = {**bearer(token(f"{ALL_ACTIONS}:*")), ORIGIN_SECRET_HEADER: ORIGIN_SECRET}
     label = "through the Lambda bridge (auth on, public reads, origin locked)"
     check_full_suite(server, tmp_path / "report.json", label, headers)

@@ -8,9 +8,9 @@ from typing import Any
 
 from test_template import load_template
 
-from core.auth import ORIGIN_SECRET_HEADER
-from core.cdn import DEFAULT_POLICY, METHOD_KEY_HEADER
-from core.config import WAIT_MARGIN_SECONDS, Settings
+from durable_streams_aws.core.auth import ORIGIN_SECRET_HEADER
+from durable_streams_aws.core.cdn import DEFAULT_POLICY, METHOD_KEY_HEADER
+from durable_streams_aws.core.config import WAIT_MARGIN_SECONDS, Settings
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 ALL_VIEWER_EXCEPT_HOST_HEADER = "b689b0a8-53d0-40ab-baf2-68738e2966ac"

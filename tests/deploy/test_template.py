@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from core.config import Settings, load_settings
-from core.runtime import build_backend, ensure_resources
-from infra.emulator import Emulator
-from infra.lambda_bridge import function_url_event, lambda_environment
+from durable_streams_aws.core.config import Settings, load_settings
+from durable_streams_aws.core.runtime import build_backend, ensure_resources
+from durable_streams_aws.infra.emulator import Emulator
+from durable_streams_aws.infra.lambda_bridge import function_url_event, lambda_environment
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TEMPLATE = ROOT / "template.yaml"
@@ -164,7 +164,7 @@ def test_subscription_delivery_runs_from_its_queue_and_a_sweep_with_least_privil
     template = load_template()
     resources = template["Resources"]
     function = resources["SubscriptionFunction"]["Properties"]
-    assert function["Handler"] == "functions.subscriptions.handler"
+    assert function["Handler"] == "durable_streams_aws.functions.subscriptions.handler"
     events = function["Events"]
     assert events["Tasks"]["Type"] == "SQS"
     assert events["Tasks"]["Properties"]["Queue"] == {"!GetAtt": "SubscriptionTasks.Arn"}
@@ -195,7 +195,7 @@ def test_subscription_delivery_runs_from_its_queue_and_a_sweep_with_least_privil
 def test_the_sealer_runs_on_a_schedule_and_may_touch_only_what_sealing_needs() -> None:
     template = load_template()
     sealer = template["Resources"]["SealerFunction"]["Properties"]
-    assert sealer["Handler"] == "functions.sealer.handler"
+    assert sealer["Handler"] == "durable_streams_aws.functions.sealer.handler"
     schedule = sealer["Events"]["Schedule"]
     assert schedule["Type"] == "Schedule"
     assert schedule["Properties"]["Schedule"] == {"!Ref": "SealerSchedule"}
@@ -350,7 +350,7 @@ def test_cfn_lint_and_sam_validate_pass() -> None:
 
 _INVOKE = """
 import json, sys, types
-from functions.api import handler
+from durable_streams_aws.functions.api import handler
 context = types.SimpleNamespace(
     function_name="artifact-test", function_version="$LATEST", memory_limit_in_mb=512,
     invoked_function_arn="arn:aws:lambda:us-east-1:000000000000:function:artifact-test",
@@ -362,9 +362,9 @@ for event in json.loads(sys.stdin.read()):
 
 
 _IMPORT_DELIVERY = """
-from functions.subscriptions import handler
-from core.subscriptions.webhooks import WebhookSender
-from core.subscriptions._signing import SigningKey
+from durable_streams_aws.functions.subscriptions import handler
+from durable_streams_aws.core.subscriptions.webhooks import WebhookSender
+from durable_streams_aws.core.subscriptions._signing import SigningKey
 assert callable(handler) and WebhookSender and SigningKey.generate().kid.startswith("ds_")
 """
 

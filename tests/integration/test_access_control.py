@@ -31,9 +31,9 @@ from auth_support import (
 from starlette.testclient import TestClient
 
 from benchmarks.aws_calls import CallMeter
-from core.app import create_app
-from core.auth import round_expiry, sign
-from core.runtime import Backend
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.auth import round_expiry, sign
+from durable_streams_aws.core.runtime import Backend
 
 ROOT = "/v1/stream/"
 

@@ -13,10 +13,16 @@ import pytest
 from auth_support import KEY_SET_TEXT, KEYS, ORIGIN_SECRET, admin, bearer
 from starlette.testclient import TestClient
 
-from core.app import create_app
-from core.auth import ORIGIN_SECRET_HEADER, mint_token, parse_grants, parse_key_set, sign
-from core.runtime import Backend
-from infra.emulator import Emulator
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.auth import (
+    ORIGIN_SECRET_HEADER,
+    mint_token,
+    parse_grants,
+    parse_key_set,
+    sign,
+)
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.infra.emulator import Emulator
 
 ROOT = "/v1/stream/"
 TEXT = {"Content-Type": "text/plain"}

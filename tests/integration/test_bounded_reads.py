@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient
 
-from core.app import create_app
-from core.runtime import Backend
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.runtime import Backend
 
 TEXT = {"Content-Type": "text/plain"}
 JSON = {"Content-Type": "application/json"}

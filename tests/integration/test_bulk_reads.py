@@ -11,9 +11,9 @@ import pytest
 from starlette.testclient import TestClient
 from support import FakeClock, store_on
 
-from core.app import create_app
-from core.runtime import Backend
-from core.storage import DynamoStore
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import DynamoStore
 
 JSON = {"Content-Type": "application/json"}
 

@@ -12,10 +12,10 @@ import pytest
 from starlette.testclient import TestClient
 from support import sse_value
 
-from core.app import create_app
-from core.http import streams
-from core.protocol.cursor import next_cursor
-from core.runtime import Backend
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.http import streams
+from durable_streams_aws.core.protocol.cursor import next_cursor
+from durable_streams_aws.core.runtime import Backend
 
 SHARED = "public, max-age=60, stale-while-revalidate=300"
 TIMEOUT = "public, max-age=1, stale-while-revalidate=0"

@@ -172,7 +172,7 @@ def test_serve_refuses_a_data_dir_it_cannot_use_with_one_line(tmp_path: Path) ->
         (["--aws", "--data-dir", str(tmp_path)], 2),  # the emulator's, not AWS's
     ]:
         run = subprocess.run(
-            [sys.executable, "-m", "core.cli", "serve", "--port", "0", *args],
+            [sys.executable, "-m", "durable_streams_aws.core.cli", "serve", "--port", "0", *args],
             capture_output=True,
             text=True,
             timeout=60,

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from core.protocol.append import AppendIntent
-from core.protocol.headers import ProducerClaim
-from core.runtime import Backend
-from core.storage import CreateSpec, Payload
-from core.storage import _items as items
+from durable_streams_aws.core.protocol.append import AppendIntent
+from durable_streams_aws.core.protocol.headers import ProducerClaim
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import CreateSpec, Payload
+from durable_streams_aws.core.storage import _items as items
 
 
 def _item(backend: Backend, pk: str, sk: str) -> dict[str, Any] | None:

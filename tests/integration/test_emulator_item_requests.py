@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from emulator_support import in_process_dynamodb, use_fast_paths
 
-from core.storage.bootstrap import ensure_table
-from infra import _fast_item_requests
-from infra._in_process import wsgi_environ
-from infra.emulator import Emulator
+from durable_streams_aws.core.storage.bootstrap import ensure_table
+from durable_streams_aws.infra import _fast_item_requests
+from durable_streams_aws.infra._in_process import wsgi_environ
+from durable_streams_aws.infra.emulator import Emulator
 
 STREAM = {"pk": {"S": "s#x"}, "sk": {"S": "m"}}
 CHUNK = {"pk": {"S": "c#abc"}, "sk": {"S": "c#0000000000000200"}}
@@ -635,7 +635,7 @@ def test_conditions_are_evaluated_as_moto_s(
     from moto.dynamodb.comparisons import get_filter_expression
     from moto.dynamodb.models.dynamo_type import DynamoType, Item
 
-    from infra import _fast_conditions
+    from durable_streams_aws.infra import _fast_conditions
 
     item = None
     if stored is not None:

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from core.runtime import use_emulator_credentials
-from core.storage.aws import AwsSettings, make_clients
-from core.storage.bootstrap import ensure_bucket, ensure_table
-from infra import emulator as emulator_module
-from infra._journal import JOURNAL_NAME, Journal, JournalError
-from infra.emulator import IN_PROCESS_ENDPOINT, Emulator
+from durable_streams_aws.core.runtime import use_emulator_credentials
+from durable_streams_aws.core.storage.aws import AwsSettings, make_clients
+from durable_streams_aws.core.storage.bootstrap import ensure_bucket, ensure_table
+from durable_streams_aws.infra import emulator as emulator_module
+from durable_streams_aws.infra._journal import JOURNAL_NAME, Journal, JournalError
+from durable_streams_aws.infra.emulator import IN_PROCESS_ENDPOINT, Emulator
 
 
 def clients(emulator: Emulator) -> tuple[Any, Any]:

@@ -20,9 +20,9 @@ import uvicorn
 from support import ServerProcess
 
 from benchmarks._processes import free_port
-from core.app import create_app
-from core.front_door import FrontDoorLimits, bounded_protocol
-from core.runtime import Backend
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.front_door import FrontDoorLimits, bounded_protocol
+from durable_streams_aws.core.runtime import Backend
 
 STREAM = "/v1/stream/door"
 SHORT = FrontDoorLimits(head_timeout=0.5, body_idle_timeout=0.5)

@@ -14,8 +14,8 @@ import pytest
 from hosts import AsgiHost, Headers, Host, LambdaHost
 from storage_checks import object_keys, scan
 
-from core.app import create_app
-from core.runtime import Backend
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.runtime import Backend
 
 BASE = "/v1/stream"
 TEXT = [("content-type", "text/plain")]

@@ -13,14 +13,14 @@ import pytest
 from support import store_on
 
 from benchmarks.aws_calls import CallMeter
-from core.protocol.append import AppendIntent, Verdict
-from core.protocol.headers import ProducerClaim
-from core.runtime import Backend
-from core.storage import CreateSpec, DynamoStore, ForkRequest, Payload, Sealer
-from core.storage import _items as items
-from core.storage._ranges import PUBLISH_EVERY, QUIET_SECONDS
-from core.storage._seal_plan import SealPolicy
-from core.storage.aws import Conflict
+from durable_streams_aws.core.protocol.append import AppendIntent, Verdict
+from durable_streams_aws.core.protocol.headers import ProducerClaim
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import CreateSpec, DynamoStore, ForkRequest, Payload, Sealer
+from durable_streams_aws.core.storage import _items as items
+from durable_streams_aws.core.storage._ranges import PUBLISH_EVERY, QUIET_SECONDS
+from durable_streams_aws.core.storage._seal_plan import SealPolicy
+from durable_streams_aws.core.storage.aws import Conflict
 
 TEXT = "text/plain"
 VOID_AFTER = 0.4
@@ -273,8 +273,8 @@ def test_the_fills_producer_condition_is_fill_accepts(backend: Backend) -> None:
     `fill_accepts`; the store writes it as a DynamoDB condition. Both agree on every state."""
     import random
 
-    from core.protocol.producer import ProducerState
-    from core.storage._ranges import fill_accepts
+    from durable_streams_aws.core.protocol.producer import ProducerState
+    from durable_streams_aws.core.storage._ranges import fill_accepts
 
     store = store_on(backend)
     store.create("cond", CreateSpec(TEXT))
@@ -318,7 +318,7 @@ def test_the_fills_producer_condition_is_fill_accepts(backend: Backend) -> None:
 def test_old_claims_of_published_ranges_are_forgotten_by_the_sealer(backend: Backend) -> None:
     from support import FakeClock
 
-    from core.storage.sealer import CLAIM_GRACE_SECONDS
+    from durable_streams_aws.core.storage.sealer import CLAIM_GRACE_SECONDS
 
     clock = FakeClock()
     stores = [store_on(backend, clock=clock, void_after=VOID_AFTER) for _ in range(2)]
@@ -413,7 +413,7 @@ def test_a_fill_landing_after_its_stream_was_deleted_is_collected_with_it(
     collector removes only after its grace, fill and all."""
     from support import FakeClock
 
-    from core.storage import Collector
+    from durable_streams_aws.core.storage import Collector
 
     clock = FakeClock()
     store = store_on(backend, clock=clock, void_after=VOID_AFTER)
@@ -472,7 +472,7 @@ def test_a_client_reads_at_the_offset_its_append_was_given(backend: Backend) -> 
     the server itself handed out."""
     from starlette.testclient import TestClient
 
-    from core.app import create_app
+    from durable_streams_aws.core.app import create_app
 
     writer = store_on(backend, void_after=VOID_AFTER)
     served = store_on(backend, void_after=VOID_AFTER)
@@ -560,7 +560,7 @@ def test_a_fill_whose_answer_is_lost_is_known_by_its_claim(
 ) -> None:
     """A fill that landed but whose answer was lost is acknowledged (its claim says filled);
     one that never landed is voided at once and answered 503, and nothing is stored."""
-    from core.storage import StoreUnavailable
+    from durable_streams_aws.core.storage import StoreUnavailable
 
     store = store_on(backend, void_after=VOID_AFTER)
     store.create("lost", CreateSpec(TEXT))
@@ -593,7 +593,7 @@ def test_a_fill_whose_answer_is_lost_is_known_by_its_claim(
 def test_a_failed_publication_after_a_fill_does_not_fail_the_append(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from core.storage import StoreUnavailable
+    from durable_streams_aws.core.storage import StoreUnavailable
 
     store = store_on(backend)
     store.create("pub", CreateSpec(TEXT))

@@ -11,9 +11,9 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from core.app import create_app
-from core.runtime import Backend
-from core.storage import StoreUnavailable
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import StoreUnavailable
 
 
 @pytest.fixture

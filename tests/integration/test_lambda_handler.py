@@ -7,10 +7,10 @@ import os
 
 from support import invoke_function
 
-from core.config import Settings
-from core.runtime import build_backend, ensure_resources
-from infra.emulator import Emulator
-from infra.lambda_bridge import function_url_event, lambda_environment
+from durable_streams_aws.core.config import Settings
+from durable_streams_aws.core.runtime import build_backend, ensure_resources
+from durable_streams_aws.infra.emulator import Emulator
+from durable_streams_aws.infra.lambda_bridge import function_url_event, lambda_environment
 
 
 def test_handler_logs_requests_and_emits_metrics(emulator: Emulator) -> None:
@@ -26,7 +26,7 @@ def test_handler_logs_requests_and_emits_metrics(emulator: Emulator) -> None:
         **lambda_environment(emulator.endpoint, "fn", "fn-data"),
         "POWERTOOLS_LOG_LEVEL": "INFO",
     }
-    answers, lines = invoke_function("functions.api.handler", events, env)
+    answers, lines = invoke_function("durable_streams_aws.functions.api.handler", events, env)
     assert [a["statusCode"] for a in answers] == [201, 204, 200]
     # Inside Lambda, SSE is answered in bounded-window mode: a complete body, not a stream.
     sse = answers[2]

@@ -14,14 +14,19 @@ import pytest
 from botocore.exceptions import ClientError, ParamValidationError
 from support import remove_resources
 
-from core.config import Settings
-from core.protocol.append import AppendIntent, Verdict
-from core.runtime import Backend, build_backend, ensure_resources, use_emulator_credentials
-from core.storage import CreateSpec, Payload
-from core.storage.aws import AwsSettings, make_clients
-from core.storage.bootstrap import ensure_table
-from infra._in_process import InProcessTransport
-from infra.emulator import IN_PROCESS_ENDPOINT, Emulator
+from durable_streams_aws.core.config import Settings
+from durable_streams_aws.core.protocol.append import AppendIntent, Verdict
+from durable_streams_aws.core.runtime import (
+    Backend,
+    build_backend,
+    ensure_resources,
+    use_emulator_credentials,
+)
+from durable_streams_aws.core.storage import CreateSpec, Payload
+from durable_streams_aws.core.storage.aws import AwsSettings, make_clients
+from durable_streams_aws.core.storage.bootstrap import ensure_table
+from durable_streams_aws.infra._in_process import InProcessTransport
+from durable_streams_aws.infra.emulator import IN_PROCESS_ENDPOINT, Emulator
 
 TEXT = "text/plain"
 

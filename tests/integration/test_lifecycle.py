@@ -19,9 +19,9 @@ from typing import Any
 from storage_checks import assert_data_bound_to_incarnations
 from support import FakeClock, store_on
 
-from core.protocol.append import AppendIntent, Verdict
-from core.runtime import Backend
-from core.storage import (
+from durable_streams_aws.core.protocol.append import AppendIntent, Verdict
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import (
     Collector,
     CreateSpec,
     CreateStatus,
@@ -30,7 +30,7 @@ from core.storage import (
     Payload,
     Presence,
 )
-from core.storage import _items as items
+from durable_streams_aws.core.storage import _items as items
 
 TEXT = "text/plain"
 
@@ -299,7 +299,7 @@ def test_dsaws_gc_command_collects_through_an_endpoint(backend: Backend, emulato
         [
             sys.executable,
             "-m",
-            "core.cli",
+            "durable_streams_aws.core.cli",
             "gc",
             "--table",
             backend.settings.table,

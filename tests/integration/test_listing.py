@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient
 
-from core.app import create_app
-from core.client import list_streams
-from core.http import listing
-from core.runtime import Backend
+from durable_streams_aws.client import list_streams
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.http import listing
+from durable_streams_aws.core.runtime import Backend
 
 JSON = {"Content-Type": "application/json"}
 

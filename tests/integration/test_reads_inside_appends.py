@@ -20,12 +20,18 @@ from sealing_support import BYTES, JSON, Expected, append_units, filled_stream
 from starlette.testclient import TestClient
 from support import store_on
 
-from core.app import create_app
-from core.protocol.offsets import format_offset, parse_offset
-from core.runtime import Backend
-from core.storage import CreateSpec, DynamoStore, ForkRequest, Sealer, SealPolicy
-from core.storage import _segments as layout
-from core.storage._chunks import ChunkStore
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.protocol.offsets import format_offset, parse_offset
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import (
+    CreateSpec,
+    DynamoStore,
+    ForkRequest,
+    Sealer,
+    SealPolicy,
+)
+from durable_streams_aws.core.storage import _segments as layout
+from durable_streams_aws.core.storage._chunks import ChunkStore
 
 SMALL = SealPolicy(segment_bytes=3000, hot_bytes=0, page_bytes=400)
 BUDGETS = (1, 7, 50, 300, 5000)

@@ -15,11 +15,18 @@ import pytest
 from storage_checks import assert_data_bound_to_incarnations, assert_live_streams_read_back
 from support import FakeClock, store_on
 
-from core.protocol.append import AppendIntent, Verdict
-from core.protocol.headers import ProducerClaim
-from core.protocol.jsonmode import split_messages
-from core.runtime import Backend
-from core.storage import Collector, CreateSpec, CreateStatus, DynamoStore, Payload, Presence
+from durable_streams_aws.core.protocol.append import AppendIntent, Verdict
+from durable_streams_aws.core.protocol.headers import ProducerClaim
+from durable_streams_aws.core.protocol.jsonmode import split_messages
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import (
+    Collector,
+    CreateSpec,
+    CreateStatus,
+    DynamoStore,
+    Payload,
+    Presence,
+)
 
 TEXT = "text/plain"
 JSON = "application/json"

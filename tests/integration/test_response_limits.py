@@ -20,10 +20,10 @@ import pytest
 from hosts import Answer, AsgiHost, Host, LambdaHost, lambda_body_bytes, lambda_payload_bytes
 from support import sse_value
 
-from core.app import create_app
-from core.config import LAMBDA_MAX_RESPONSE_BYTES
-from core.http.envelope import encoded_size
-from core.runtime import Backend
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.config import LAMBDA_MAX_RESPONSE_BYTES
+from durable_streams_aws.core.http.envelope import encoded_size
+from durable_streams_aws.core.runtime import Backend
 
 BASE = "/v1/stream"
 BUDGET = 40_000

@@ -14,15 +14,15 @@ import httpx
 from sealing_support import JSON, check_everywhere, filled_stream, partition_items
 from support import ServerProcess, dsaws, invoke_function, store_on
 
-from core.config import Settings
-from core.http.middleware import RequestActivity
-from core.protocol.append import AppendIntent
-from core.runtime import Backend, build_backend, ensure_resources
-from core.storage import Payload, Sealer, SealPolicy
-from core.storage import _items as items
-from core.storage.background import BackgroundSealer, QuietWait
-from infra.emulator import Emulator
-from infra.lambda_bridge import lambda_environment
+from durable_streams_aws.core.config import Settings
+from durable_streams_aws.core.http.middleware import RequestActivity
+from durable_streams_aws.core.protocol.append import AppendIntent
+from durable_streams_aws.core.runtime import Backend, build_backend, ensure_resources
+from durable_streams_aws.core.storage import Payload, Sealer, SealPolicy
+from durable_streams_aws.core.storage import _items as items
+from durable_streams_aws.core.storage.background import BackgroundSealer, QuietWait
+from durable_streams_aws.infra.emulator import Emulator
+from durable_streams_aws.infra.lambda_bridge import lambda_environment
 
 
 def emulator_env(emulator: Emulator) -> dict[str, str]:
@@ -77,7 +77,7 @@ def test_the_sealer_function_seals_on_its_schedule_and_on_request(emulator: Emul
     filled_stream(unmarked_store, "swept", JSON, appends=10)
     scheduled = {"version": "0", "detail-type": "Scheduled Event", "source": "aws.events"}
     events = [scheduled, {"path": "asked"}, {"all": True}]
-    answers, _ = invoke_function("functions.sealer.handler", events, env)
+    answers, _ = invoke_function("durable_streams_aws.functions.sealer.handler", events, env)
     assert [a["streams_examined"] for a in answers] == [1, 1, 1]
     assert all(a["segments_written"] == 1 for a in answers)
     for path in ("marked", "asked", "swept"):

@@ -23,9 +23,9 @@ from sealing_support import (
 )
 from support import store_on
 
-from core.protocol.append import AppendIntent
-from core.runtime import Backend
-from core.storage import (
+from durable_streams_aws.core.protocol.append import AppendIntent
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import (
     Collector,
     CreateSpec,
     DynamoStore,
@@ -35,7 +35,7 @@ from core.storage import (
     Sealer,
     SealPolicy,
 )
-from core.storage import _items as items
+from durable_streams_aws.core.storage import _items as items
 
 SMALL = SealPolicy(segment_bytes=3000, hot_bytes=0, page_bytes=400)
 

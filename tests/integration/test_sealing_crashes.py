@@ -19,8 +19,8 @@ from sealing_support import (
 )
 from support import store_on
 
-from core.runtime import Backend
-from core.storage import (
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import (
     Collector,
     CreateSpec,
     CreateStatus,
@@ -30,8 +30,8 @@ from core.storage import (
     SealPolicy,
     SealReport,
 )
-from core.storage import _items as items
-from core.storage._seal_plan import plan
+from durable_streams_aws.core.storage import _items as items
+from durable_streams_aws.core.storage._seal_plan import plan
 
 POLICY = SealPolicy(segment_bytes=4000, hot_bytes=0, page_bytes=500)
 

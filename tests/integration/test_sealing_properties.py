@@ -9,9 +9,9 @@ import pytest
 from sealing_support import BYTES, JSON, Expected, append_units, check_everywhere, message
 from support import store_on
 
-from core.protocol.append import AppendIntent
-from core.runtime import Backend
-from core.storage import (
+from durable_streams_aws.core.protocol.append import AppendIntent
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import (
     Collector,
     CreateSpec,
     CreateStatus,

@@ -12,13 +12,13 @@ import httpx
 import pytest
 
 from benchmarks.aws_calls import CallMeter
-from core.app import create_app
-from core.http import live
-from core.http.live import SharedTailChecks, TailWatcher
-from core.http.wakeups import Wakeups
-from core.protocol.append import AppendIntent
-from core.runtime import Backend
-from core.storage import CreateSpec, Payload
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.http import live
+from durable_streams_aws.core.http.live import SharedTailChecks, TailWatcher
+from durable_streams_aws.core.http.wakeups import Wakeups
+from durable_streams_aws.core.protocol.append import AppendIntent
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import CreateSpec, Payload
 
 INTERVAL = 0.2
 BUDGET = 1.0

@@ -11,8 +11,8 @@ import pytest
 import uvicorn
 from support import free_port, sse_value
 
-from core.app import create_app
-from core.runtime import Backend
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.runtime import Backend
 
 URL = "/v1/stream/sse"
 

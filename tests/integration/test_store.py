@@ -10,11 +10,11 @@ import pytest
 from botocore.exceptions import ClientError
 from support import FakeClock, store_on
 
-from core.protocol.append import AppendIntent, Verdict
-from core.protocol.headers import ProducerClaim
-from core.protocol.jsonmode import split_messages
-from core.runtime import Backend
-from core.storage import (
+from durable_streams_aws.core.protocol.append import AppendIntent, Verdict
+from durable_streams_aws.core.protocol.headers import ProducerClaim
+from durable_streams_aws.core.protocol.jsonmode import split_messages
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import (
     CreateSpec,
     CreateStatus,
     DynamoStore,
@@ -22,7 +22,7 @@ from core.storage import (
     Presence,
     StoreUnavailable,
 )
-from core.storage import _items as items
+from durable_streams_aws.core.storage import _items as items
 
 TEXT = "text/plain"
 JSON = "application/json"
@@ -474,7 +474,7 @@ def test_a_create_whose_answer_was_lost_reports_that_it_created(
 ) -> None:
     """The commit lands but its answer is lost, and botocore's retry conflicts with it: the
     stream the next attempt finds is this create's own, so it reports CREATED (201)."""
-    from core.storage.aws import Conflict
+    from durable_streams_aws.core.storage.aws import Conflict
 
     store = store_on(backend)
     real_write = store.write

@@ -11,9 +11,9 @@ import pytest
 from auth_support import KEY_SET_TEXT, bearer, token
 from starlette.testclient import TestClient
 
-from core.app import create_app
-from core.http.subscriptions import MAX_CONTROL_BODY_BYTES
-from core.runtime import Backend
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.http.subscriptions import MAX_CONTROL_BODY_BYTES
+from durable_streams_aws.core.runtime import Backend
 
 SUBS = "/v1/stream/__ds/subscriptions"
 HOOK = {"type": "webhook", "pattern": "jobs/*", "webhook": {"url": "https://hooks.example/x"}}

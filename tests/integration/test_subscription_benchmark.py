@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from benchmarks.subscriptions import calls_per_append, wake_latency
-from infra.emulator import Emulator
+from durable_streams_aws.infra.emulator import Emulator
 
 
 def test_subscriptions_add_nothing_per_append_but_the_list_and_wake_each_subscription(

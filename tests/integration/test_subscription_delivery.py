@@ -19,9 +19,9 @@ import httpx
 import pytest
 from support import ServerProcess
 
-from core.protocol.offsets import parse_position
-from core.subscriptions._signing import verify_signature
-from infra.emulator import Emulator
+from durable_streams_aws.core.protocol.offsets import parse_position
+from durable_streams_aws.core.subscriptions._signing import verify_signature
+from durable_streams_aws.infra.emulator import Emulator
 
 LEASE_MS = 1000
 # What the receiver does with each wake it is sent, in turn (then "ack" for ever after):

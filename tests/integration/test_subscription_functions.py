@@ -15,10 +15,10 @@ from typing import Any
 import boto3
 from support import invoke_function
 
-from core.config import Settings
-from core.runtime import build_backend, ensure_resources
-from infra.emulator import Emulator
-from infra.lambda_bridge import function_url_event, lambda_environment
+from durable_streams_aws.core.config import Settings
+from durable_streams_aws.core.runtime import build_backend, ensure_resources
+from durable_streams_aws.infra.emulator import Emulator
+from durable_streams_aws.infra.lambda_bridge import function_url_event, lambda_environment
 
 
 def _receiver() -> tuple[ThreadingHTTPServer, list[dict[str, Any]]]:
@@ -72,7 +72,7 @@ def test_a_webhook_wake_travels_through_sqs_and_the_subscription_function(
                 "PUT", "/v1/stream/orders/1", [("content-type", "text/plain")], b"first", "::1"
             ),
         ]
-        answers, _ = invoke_function("functions.api.handler", api_events, env)
+        answers, _ = invoke_function("durable_streams_aws.functions.api.handler", api_events, env)
         assert [a["statusCode"] for a in answers] == [201, 201]
 
         # Run the queue's tasks through the subscription function until it is empty (the
@@ -87,7 +87,9 @@ def test_a_webhook_wake_travels_through_sqs_and_the_subscription_function(
                 continue
             kinds += [json.loads(m["Body"])["kind"] for m in messages]
             event = {"Records": [{"body": m["Body"]} for m in messages]}
-            answered, _ = invoke_function("functions.subscriptions.handler", [event], env)
+            answered, _ = invoke_function(
+                "durable_streams_aws.functions.subscriptions.handler", [event], env
+            )
             assert answered == [{"batchItemFailures": []}]
             for message in messages:
                 sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
@@ -96,7 +98,7 @@ def test_a_webhook_wake_travels_through_sqs_and_the_subscription_function(
         assert sorted(kinds) == ["check", "deliver", "notice"]
         assert len(wakes) == 1 and wakes[0]["streams"][0]["path"] == "orders/1"
         state, _ = invoke_function(
-            "functions.api.handler",
+            "durable_streams_aws.functions.api.handler",
             [function_url_event("GET", "/v1/stream/__ds/subscriptions/orders", [], b"", "::1")],
             env,
         )
@@ -110,7 +112,7 @@ def test_a_webhook_wake_travels_through_sqs_and_the_subscription_function(
         ]
         # The schedule's event: a sweep, with nothing left to do.
         swept, _ = invoke_function(
-            "functions.subscriptions.handler", [{"source": "aws.events"}], env
+            "durable_streams_aws.functions.subscriptions.handler", [{"source": "aws.events"}], env
         )
         assert swept == [{"swept": 1}] and len(wakes) == 1
     finally:

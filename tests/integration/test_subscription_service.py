@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from support import FakeClock, store_on
 
-from core.protocol.append import AppendIntent
-from core.protocol.offsets import format_offset
-from core.runtime import Backend
-from core.storage import CreateSpec, DynamoStore, Payload, StoreUnavailable
-from core.storage.aws import Conflict
-from core.subscriptions import (
+from durable_streams_aws.core.protocol.append import AppendIntent
+from durable_streams_aws.core.protocol.offsets import format_offset
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import CreateSpec, DynamoStore, Payload, StoreUnavailable
+from durable_streams_aws.core.storage.aws import Conflict
+from durable_streams_aws.core.subscriptions import (
     Keys,
     Sent,
     SubscriptionError,
@@ -25,11 +25,11 @@ from core.subscriptions import (
     TaskKind,
     parse_config,
 )
-from core.subscriptions._signing import SigningKey
-from core.subscriptions._tokens import TokenSigner, derive_token_key
-from core.subscriptions.service import LINK_WRITERS_GRACE
-from core.subscriptions.store import LINK_PREFIX, SubscriptionStore
-from core.subscriptions.wiring import StreamAccess
+from durable_streams_aws.core.subscriptions._signing import SigningKey
+from durable_streams_aws.core.subscriptions._tokens import TokenSigner, derive_token_key
+from durable_streams_aws.core.subscriptions.service import LINK_WRITERS_GRACE
+from durable_streams_aws.core.subscriptions.store import LINK_PREFIX, SubscriptionStore
+from durable_streams_aws.core.subscriptions.wiring import StreamAccess
 
 ROOT = "http://test.local/v1/stream/"
 SIGNING = SigningKey.from_secret_text("shared by both instances")
@@ -386,7 +386,7 @@ def test_a_listing_pages_past_subscription_items(backend: Backend, clock: FakeCl
 def test_the_webhook_sender_posts_to_the_checked_address_under_the_hooks_name() -> None:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from core.subscriptions.webhooks import WebhookSender
+    from durable_streams_aws.core.subscriptions.webhooks import WebhookSender
 
     seen: list[tuple[str, bytes]] = []
 
@@ -631,7 +631,7 @@ def test_a_trickling_webhook_answer_is_cut_off_at_the_delivery_timeout(part: str
     import time
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from core.subscriptions.webhooks import WebhookSender
+    from durable_streams_aws.core.subscriptions.webhooks import WebhookSender
 
     class Trickle(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:

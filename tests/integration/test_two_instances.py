@@ -19,7 +19,7 @@ import httpx
 import pytest
 from support import ServerProcess, dsaws
 
-from infra.emulator import Emulator
+from durable_streams_aws.infra.emulator import Emulator
 
 LARGE = "L" * 5000  # over the servers' 1 KiB inline limit: stored in S3
 URL = "/v1/stream/shared"
@@ -171,7 +171,7 @@ def test_writers_on_both_instances_share_a_hot_stream(deployment: Deployment) ->
     everything = read_everything_at(deployment.one, url)
     assert len(acknowledged) == 16 * 15
     assert everything.count(b"<") == len(acknowledged), "a record is missing or doubled"
-    from core.protocol.offsets import parse_position
+    from durable_streams_aws.core.protocol.offsets import parse_position
 
     for record, offset in acknowledged.items():
         end = parse_position(offset)
@@ -185,7 +185,7 @@ def test_writers_on_both_instances_share_a_hot_stream(deployment: Deployment) ->
 def read_everything_at(client: httpx.Client, url: str) -> bytes:
     """Every byte at its offset: a response's bytes are contiguous and end at its next offset
     (a range voided under load, which holds nothing, reads as zero bytes)."""
-    from core.protocol.offsets import parse_position
+    from durable_streams_aws.core.protocol.offsets import parse_position
 
     data, offset = bytearray(), "-1"
     while True:

@@ -13,7 +13,7 @@ import boto3
 import httpx
 from support import ServerProcess, dsaws
 
-from infra.emulator import Emulator
+from durable_streams_aws.infra.emulator import Emulator
 
 AGGRESSIVE = {
     "DS_SEAL_INTERVAL": "0.05",

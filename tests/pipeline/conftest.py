@@ -14,8 +14,8 @@ import pytest
 from spark_support import Served
 from support import ROOT, ServerProcess
 
-from core.runtime import use_emulator_credentials
-from infra.emulator import Emulator
+from durable_streams_aws.core.runtime import use_emulator_credentials
+from durable_streams_aws.infra.emulator import Emulator
 
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -26,7 +26,7 @@ use_emulator_credentials()  # for the executors that read the store directly
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from pipeline import local_session
+    from durable_streams_aws.pipeline import local_session
 
     work: Path = tmp_path_factory.mktemp("spark")
     conf = {

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from core.client import DurableStream, Offset
+from durable_streams_aws.client import DurableStream, Offset
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -16,9 +16,9 @@ import pytest
 from spark_support import Served
 from support import ROOT
 
-from core.client import DurableStream
-from pipeline import DataLoss, OptionError
-from pipeline.export import export, read_dataset
+from durable_streams_aws.client import DurableStream
+from durable_streams_aws.pipeline import DataLoss, OptionError
+from durable_streams_aws.pipeline.export import export, read_dataset
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -103,7 +103,7 @@ def test_the_commands_export_directly_and_over_http(served: Served, tmp_path: Pa
     direct = command(
         sys.executable,
         "-m",
-        "core.cli",
+        "durable_streams_aws.core.cli",
         "export",
         *store,
         "--prefix",
@@ -142,7 +142,14 @@ def test_the_commands_export_directly_and_over_http(served: Served, tmp_path: Pa
 
 def test_bad_export_arguments_say_why(tmp_path: Path) -> None:
     answer = command(
-        sys.executable, "-m", "core.cli", "export", "--output", str(tmp_path), "--stream", "a"
+        sys.executable,
+        "-m",
+        "durable_streams_aws.core.cli",
+        "export",
+        "--output",
+        str(tmp_path),
+        "--stream",
+        "a",
     )
     assert answer.returncode == 2
     assert "'url' is required" in answer.stderr

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from spark_support import Served
 
-from core.client import DurableStream
+from durable_streams_aws.client import DurableStream
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

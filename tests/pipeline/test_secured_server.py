@@ -10,7 +10,7 @@ import pytest
 from auth_support import ALL_ACTIONS, KEY_SET_TEXT, token
 from support import ServerProcess
 
-from core.client import DurableStream
+from durable_streams_aws.client import DurableStream
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

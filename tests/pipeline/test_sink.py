@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from core.client import DurableStream
+from durable_streams_aws.client import DurableStream
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

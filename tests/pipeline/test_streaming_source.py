@@ -12,7 +12,7 @@ import pytest
 import spark_support
 from spark_support import batches
 
-from core.client import DurableStream
+from durable_streams_aws.client import DurableStream
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -84,8 +84,8 @@ def test_the_reader_also_answers_spark_4_0_which_passes_no_start(streams_url: st
     read limit): the reader carries on from the end it returned last."""
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from pipeline import ReadOptions
-    from pipeline.streaming import StreamReader
+    from durable_streams_aws.pipeline import ReadOptions
+    from durable_streams_aws.pipeline.streaming import StreamReader
 
     url = f"{streams_url}/legacy"
     append(url, list(range(30)), create=True)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from core.auth import (
+from durable_streams_aws.core.auth import (
     LISTING_NEEDS,
     OPEN,
     SUBSCRIPTION_CLAIM_NEEDS,
@@ -32,11 +32,11 @@ from core.auth import (
     round_expiry,
     sign,
 )
-from core.auth import decide as decide_with
-from core.auth.decision import DEFAULT_MAX_LIFETIME_SECONDS
-from core.auth.grants import within
-from core.auth.signed_urls import verify
-from core.config import Settings
+from durable_streams_aws.core.auth import decide as decide_with
+from durable_streams_aws.core.auth.decision import DEFAULT_MAX_LIFETIME_SECONDS
+from durable_streams_aws.core.auth.grants import within
+from durable_streams_aws.core.auth.signed_urls import verify
+from durable_streams_aws.core.config import Settings
 
 SECRET = "k" * 32
 KEYS = parse_key_set(SECRET)
@@ -136,7 +136,7 @@ def test_a_stream_url_for_the_empty_path_covers_nothing() -> None:
     with pytest.raises(ValueError):
         sign(KEYS, "", int(NOW) + 60)
     forged = sign(KEYS, "a", int(NOW) + 60)  # the MAC below is recomputed for the empty path
-    from core.auth.signed_urls import _mac
+    from durable_streams_aws.core.auth.signed_urls import _mac
 
     forged["signature"] = _mac(KEYS.signing_key[1], "", False, int(NOW) + 60)
     assert verify(KEYS, forged, "", NOW) == BadSignature("a stream URL names a stream")
@@ -361,7 +361,7 @@ class FlakyStore(StoredValue[str]):
 
 def test_a_stored_value_is_read_once_per_max_age(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [100.0]
-    monkeypatch.setattr("core.auth.keys.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("durable_streams_aws.core.auth.keys.time.monotonic", lambda: clock[0])
     store = FlakyStore(["one", "two"])
     assert store.current() == "ONE" and store.current() == "ONE"
     assert store.fetches == 1
@@ -373,7 +373,7 @@ def test_a_failed_refresh_keeps_the_last_good_value_and_retries_later(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     clock = [100.0]
-    monkeypatch.setattr("core.auth.keys.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("durable_streams_aws.core.auth.keys.time.monotonic", lambda: clock[0])
     store = FlakyStore(
         ["one", KeysUnavailable("timeout"), UnicodeDecodeError("utf-8", b"", 0, 1, "x"), "two"]
     )

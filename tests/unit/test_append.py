@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from core.protocol.append import (
+from durable_streams_aws.core.protocol.append import (
     AppendDecision,
     AppendIntent,
     Verdict,
     WriteState,
     decide_append,
 )
-from core.protocol.headers import ProducerClaim
-from core.protocol.producer import ProducerOutcome, ProducerState, decide_producer
+from durable_streams_aws.core.protocol.headers import ProducerClaim
+from durable_streams_aws.core.protocol.producer import (
+    ProducerOutcome,
+    ProducerState,
+    decide_producer,
+)
 
 JSON = "application/json"
 TEXT = "text/plain"

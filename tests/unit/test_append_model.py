@@ -30,9 +30,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from core.protocol.headers import ProducerClaim
-from core.protocol.producer import ProducerOutcome, ProducerState, decide_producer
-from core.storage._ranges import Gap, Placed, fill_accepts, resolve, void_due
+from durable_streams_aws.core.protocol.headers import ProducerClaim
+from durable_streams_aws.core.protocol.producer import (
+    ProducerOutcome,
+    ProducerState,
+    decide_producer,
+)
+from durable_streams_aws.core.storage._ranges import Gap, Placed, fill_accepts, resolve, void_due
 
 VOID_AFTER = 2.0
 CLAIM_GRACE = 60.0  # the sealer forgets claims this old (the store: an hour)

@@ -8,8 +8,8 @@ import threading
 import time
 from typing import Any
 
-from core.http.middleware import RequestActivity
-from core.storage.background import BackgroundSealer, QuietWait
+from durable_streams_aws.core.http.middleware import RequestActivity
+from durable_streams_aws.core.storage.background import BackgroundSealer, QuietWait
 
 
 class _Report:

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from core.protocol.caching import (
+from durable_streams_aws.core.protocol.caching import (
     EVENT_STREAM,
     NO_STORE,
     CacheRules,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.config import Settings, SettingsError, load_settings
+from durable_streams_aws.core.config import Settings, SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -111,7 +111,7 @@ def test_malformed_values_are_refused_by_name(monkeypatch: pytest.MonkeyPatch) -
 def test_dsaws_serve_refuses_to_start_with_a_clear_message() -> None:
     env = {**os.environ, "DS_LONG_POLL_TIMEOUT": "50", "DS_FUNCTION_TIMEOUT": "30"}
     run = subprocess.run(
-        [sys.executable, "-m", "core.cli", "serve", "--port", "0"],
+        [sys.executable, "-m", "durable_streams_aws.core.cli", "serve", "--port", "0"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -131,7 +131,7 @@ def test_the_api_function_fails_its_initialisation_with_the_reason() -> None:
         "DS_SSE_MODE": "stream",
     }
     run = subprocess.run(
-        [sys.executable, "-c", "import functions.api"],
+        [sys.executable, "-c", "import durable_streams_aws.functions.api"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -157,7 +157,10 @@ def test_the_api_function_collects_garbage_again_once_initialised() -> None:
         "DS_TABLE": "t",
         "DS_BUCKET": "b",
     }
-    check = "import gc, functions.api; print(gc.isenabled(), gc.get_freeze_count() > 10_000)"
+    check = (
+        "import gc, durable_streams_aws.functions.api;"
+        " print(gc.isenabled(), gc.get_freeze_count() > 10_000)"
+    )
     run = subprocess.run(
         [sys.executable, "-c", check],
         cwd=ROOT,

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from core.protocol.create import StreamConfig
+from durable_streams_aws.core.protocol.create import StreamConfig
 
 EXPIRES = 1_893_456_000.0  # 2030-01-01T00:00:00Z
 

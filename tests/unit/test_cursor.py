@@ -6,7 +6,12 @@ import random
 
 import pytest
 
-from core.protocol.cursor import CURSOR_EPOCH, POSITION_WEIGHT, next_cursor, parse_cursor
+from durable_streams_aws.core.protocol.cursor import (
+    CURSOR_EPOCH,
+    POSITION_WEIGHT,
+    next_cursor,
+    parse_cursor,
+)
 
 NOW = CURSOR_EPOCH + 50_000_000.5
 LONG_POLL_TIMEOUT = 15

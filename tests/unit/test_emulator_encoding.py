@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from infra import _moto_fast_serialize
-from infra._moto_fast_serialize import _base64, encode
+from durable_streams_aws.infra import _moto_fast_serialize
+from durable_streams_aws.infra._moto_fast_serialize import _base64, encode
 
 
 def plain(result: dict[str, Any]) -> str:

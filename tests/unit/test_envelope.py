@@ -13,16 +13,16 @@ import pytest
 from mangum.adapter import DEFAULT_TEXT_MIME_TYPES
 from mangum.handlers.utils import handle_base64_response_body
 
-from core.http.envelope import (
+from durable_streams_aws.core.http.envelope import (
     TEXT_MIME_TYPES,
     encoded_size,
     fit_read,
     largest_fitting,
     text_boundary,
 )
-from core.http.responses import read_body
-from core.protocol.sse import data_event
-from core.storage import ReadBatch
+from durable_streams_aws.core.http.responses import read_body
+from durable_streams_aws.core.protocol.sse import data_event
+from durable_streams_aws.core.storage import ReadBatch
 
 SAMPLES = [
     b"",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from core.storage._group import MAX_BATCH, GroupCommits, Waiting
+from durable_streams_aws.core.storage._group import MAX_BATCH, GroupCommits, Waiting
 
 
 def test_every_request_is_answered_by_the_batch_it_was_in() -> None:

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from core.protocol.errors import ProtocolError
-from core.protocol.headers import (
+from durable_streams_aws.core.protocol.errors import ProtocolError
+from durable_streams_aws.core.protocol.headers import (
     DEFAULT_CONTENT_TYPE,
     JSON_MEDIA_TYPE,
     MAX_SAFE_INTEGER,
@@ -26,7 +26,7 @@ from core.protocol.headers import (
     parse_ttl,
     single_value,
 )
-from core.protocol.limits import MAX_PRODUCER_ID_BYTES, MAX_TTL_SECONDS
+from durable_streams_aws.core.protocol.limits import MAX_PRODUCER_ID_BYTES, MAX_TTL_SECONDS
 
 JAN_1_2030 = datetime(2030, 1, 1, tzinfo=UTC).timestamp()
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from core.protocol.errors import ProtocolError
-from core.protocol.jsonmode import join_messages, split_messages
+from durable_streams_aws.core.protocol.errors import ProtocolError
+from durable_streams_aws.core.protocol.jsonmode import join_messages, split_messages
 
 
 def _split(body: bytes, *, allow_empty_array: bool = False) -> list[bytes]:

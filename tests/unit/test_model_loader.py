@@ -8,7 +8,7 @@ import botocore.session
 import pytest
 from botocore.exceptions import UnknownServiceError
 
-from core.storage.aws import _Loader, _PlainJsonFiles, _shared_loader
+from durable_streams_aws.core.storage.aws import _Loader, _PlainJsonFiles, _shared_loader
 
 SERVICES_USED = ("dynamodb", "s3", "sqs", "secretsmanager", "ssm", "sts")
 

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from core.protocol.errors import ProtocolError
-from core.protocol.offsets import (
+from durable_streams_aws.core.protocol.errors import ProtocolError
+from durable_streams_aws.core.protocol.offsets import (
     BEGINNING,
     MAX_POSITION,
     NOW,

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from core.protocol.errors import ProtocolError
-from core.protocol.limits import (
+from durable_streams_aws.core.protocol.errors import ProtocolError
+from durable_streams_aws.core.protocol.limits import (
     DYNAMODB_PARTITION_KEY_BYTES,
     DYNAMODB_SORT_KEY_BYTES,
     MAX_PATH_BYTES,
     MAX_PRODUCER_ID_BYTES,
 )
-from core.protocol.paths import parse_stream_path
-from core.storage import _items as items
+from durable_streams_aws.core.protocol.paths import parse_stream_path
+from durable_streams_aws.core.storage import _items as items
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pipeline._json_values import conform, parser, unsupported
+from durable_streams_aws.pipeline._json_values import conform, parser, unsupported
 
 ORDER = StructType(
     [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.storage import ReadBatch
-from pipeline import (
+from durable_streams_aws.core.storage import ReadBatch
+from durable_streams_aws.pipeline import (
     DataLoss,
     OptionError,
     Origin,
@@ -14,8 +14,8 @@ from pipeline import (
     StreamState,
     plan_slices,
 )
-from pipeline._admission import FIRST, Budget, admitted_end, canonical
-from pipeline._rows import message_type, rows, schema_ddl
+from durable_streams_aws.pipeline._admission import FIRST, Budget, admitted_end, canonical
+from durable_streams_aws.pipeline._rows import message_type, rows, schema_ddl
 
 URL = "http://h/v1/stream"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.protocol.headers import MAX_SAFE_INTEGER, ProducerClaim
-from core.protocol.producer import (
+from durable_streams_aws.core.protocol.headers import MAX_SAFE_INTEGER, ProducerClaim
+from durable_streams_aws.core.protocol.producer import (
     ProducerDecision,
     ProducerOutcome,
     ProducerState,

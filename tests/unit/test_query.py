@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.cdn.policy import KEY_QUERY_PARAMETERS
-from core.protocol.errors import ProtocolError
-from core.protocol.query import READ_PARAMETERS, check_parameter_names
+from durable_streams_aws.core.cdn.policy import KEY_QUERY_PARAMETERS
+from durable_streams_aws.core.protocol.errors import ProtocolError
+from durable_streams_aws.core.protocol.query import READ_PARAMETERS, check_parameter_names
 
 
 @pytest.mark.parametrize(

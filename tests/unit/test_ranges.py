@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from core.storage._ranges import Gap, Placed, resolve, void_due
+from durable_streams_aws.core.storage._ranges import Gap, Placed, resolve, void_due
 
 
 def test_contiguous_items_are_readable_to_the_reserved_end() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.protocol.errors import ProtocolError
-from core.protocol.offsets import ReadStart, StartKind, parse_read_end
-from core.storage import ReadBatch
+from durable_streams_aws.core.protocol.errors import ProtocolError
+from durable_streams_aws.core.protocol.offsets import ReadStart, StartKind, parse_read_end
+from durable_streams_aws.core.storage import ReadBatch
 
 
 def token(position: int) -> str:

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from core.storage._seal_plan import SealPolicy, Stored, cut_here, marks, plan
+from durable_streams_aws.core.storage._seal_plan import SealPolicy, Stored, cut_here, marks, plan
 
 POLICY = SealPolicy(segment_bytes=100, hot_bytes=30, page_bytes=50)
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from core.storage import _segments as layout
+from durable_streams_aws.core.storage import _segments as layout
 
 
 def json_pieces(rng: random.Random, count: int) -> tuple[list[layout.Piece], list[bytes]]:

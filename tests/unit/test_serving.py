@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from core.config import Settings
-from core.serving import FreezeAfterSlowCollections, Serving, prepare
-from core.storage.sealer import DELETE_THREADS
+from durable_streams_aws.core.config import Settings
+from durable_streams_aws.core.serving import FreezeAfterSlowCollections, Serving, prepare
+from durable_streams_aws.core.storage.sealer import DELETE_THREADS
 
 
 async def _app(scope: Any, receive: Any, send: Any) -> None:

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from mangum import Mangum
 
-from core.auth.keys import StoredValue
-from core.config import Settings
-from core.runtime import Backend, build_backend
-from functions import _snapstart
+from durable_streams_aws.core.auth.keys import StoredValue
+from durable_streams_aws.core.config import Settings
+from durable_streams_aws.core.runtime import Backend, build_backend
+from durable_streams_aws.functions import _snapstart
 
 # Nothing listens here: a request that were really sent would fail.
 NOWHERE = "http://127.0.0.1:9"

@@ -6,8 +6,8 @@ import base64
 
 import pytest
 
-from core.client._sse import EventParser
-from core.protocol.sse import data_event
+from durable_streams_aws.client._sse import EventParser
+from durable_streams_aws.core.protocol.sse import data_event
 
 
 def parsed(event: bytes) -> str:

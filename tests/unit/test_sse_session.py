@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from core.http.live import SharedReads, TailWatcher
-from core.http.sse import SsePlan, SseSessions
-from core.http.wakeups import Wakeups
-from core.storage import ReadBatch, StreamInfo
+from durable_streams_aws.core.http.live import SharedReads, TailWatcher
+from durable_streams_aws.core.http.sse import SsePlan, SseSessions
+from durable_streams_aws.core.http.wakeups import Wakeups
+from durable_streams_aws.core.storage import ReadBatch, StreamInfo
 
 INFO = StreamInfo(
     path="p",

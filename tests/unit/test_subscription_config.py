@@ -6,8 +6,13 @@ import json
 
 import pytest
 
-from core.subscriptions import Delivery, SubscriptionError, config_hash, parse_config
-from core.subscriptions.config import parse_subscription_id
+from durable_streams_aws.core.subscriptions import (
+    Delivery,
+    SubscriptionError,
+    config_hash,
+    parse_config,
+)
+from durable_streams_aws.core.subscriptions.config import parse_subscription_id
 
 
 def parse(document: object, *, local: bool = False):

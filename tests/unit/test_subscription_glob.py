@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from core.subscriptions._glob import check_pattern, glob_matches, literal_prefix
-from core.subscriptions.errors import SubscriptionError, invalid
+from durable_streams_aws.core.subscriptions._glob import check_pattern, glob_matches, literal_prefix
+from durable_streams_aws.core.subscriptions.errors import SubscriptionError, invalid
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from core.subscriptions import (
+from durable_streams_aws.core.subscriptions import (
     Ack,
     Delivery,
     Link,
@@ -16,8 +16,8 @@ from core.subscriptions import (
     SubscriptionConfig,
     SubscriptionError,
 )
-from core.subscriptions.model import WakeStream
-from core.subscriptions.rules import (
+from durable_streams_aws.core.subscriptions.model import WakeStream
+from durable_streams_aws.core.subscriptions.rules import (
     MAX_WAKE_PATH_BYTES,
     MAX_WAKE_STREAMS,
     ClaimKind,

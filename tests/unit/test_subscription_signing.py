@@ -11,7 +11,7 @@ import re
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from core.subscriptions._signing import (
+from durable_streams_aws.core.subscriptions._signing import (
     REPLAY_WINDOW_SECONDS,
     SigningKey,
     jwks,

@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from core.subscriptions._signing import SigningKey
-from core.subscriptions._tokens import (
+from durable_streams_aws.core.subscriptions._signing import SigningKey
+from durable_streams_aws.core.subscriptions._tokens import (
     MAX_TOKEN_CHARS,
     TokenSigner,
     WakeToken,

@@ -8,15 +8,15 @@ import socket
 
 import pytest
 
-from core.subscriptions import _urls
-from core.subscriptions._urls import (
+from durable_streams_aws.core.subscriptions import _urls
+from durable_streams_aws.core.subscriptions._urls import (
     MAX_URL_LENGTH,
     address_allowed,
     allowed_addresses,
     check_webhook_url,
     resolve_allowed,
 )
-from core.subscriptions.errors import SubscriptionError
+from durable_streams_aws.core.subscriptions.errors import SubscriptionError
 
 PUBLIC_URLS = [
     "https://worker.example/hooks",

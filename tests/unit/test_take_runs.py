@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from core.storage._chunks import Span, _Run, take_runs
+from durable_streams_aws.core.storage._chunks import Span, _Run, take_runs
 
 
 def layout(rng: random.Random, start: int) -> tuple[list[_Run], list[int], list[int]]:

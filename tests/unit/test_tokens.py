@@ -27,7 +27,14 @@ from auth_support import (
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from core.auth import BadToken, Bearer, StoredValue, TokenVerifier, parse_grants, parse_key_set
+from durable_streams_aws.core.auth import (
+    BadToken,
+    Bearer,
+    StoredValue,
+    TokenVerifier,
+    parse_grants,
+    parse_key_set,
+)
 
 SCOPE = "read,append:chat/"
 KEYS = StoredValue(parse_key_set, inline=KEY_SET_TEXT)
@@ -198,7 +205,7 @@ def test_hs256_signed_with_the_public_key_is_refused(jwks_url: str) -> None:
 def test_a_key_the_provider_removed_is_refused_once_the_jwks_is_refreshed(
     jwks_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("core.auth.tokens.JWKS_CACHE_SECONDS", 0.2)
+    monkeypatch.setattr("durable_streams_aws.core.auth.tokens.JWKS_CACHE_SECONDS", 0.2)
     verifier = TokenVerifier(audience=AUDIENCE, issuer=ISSUER, jwks_url=jwks_url)
     assert isinstance(verifier.verify(_idp_token(RSA_KEY, "RS256", "rsa-1")), Bearer)
     served["keys"] = [k for k in served["keys"] if k["kid"] != "rsa-1"]

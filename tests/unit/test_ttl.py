@@ -6,7 +6,12 @@ import random
 
 import pytest
 
-from core.protocol.ttl import oldest_live_access, renewal_due, renewal_window, sliding_expiry
+from durable_streams_aws.core.protocol.ttl import (
+    oldest_live_access,
+    renewal_due,
+    renewal_window,
+    sliding_expiry,
+)
 
 
 @pytest.mark.parametrize("fraction", [0.01, 0.1, 0.5, 1.0])
