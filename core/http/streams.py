@@ -340,7 +340,12 @@ class StreamEndpoints:
                 return r.not_found()
             info = waited
         if position > info.tail:
-            raise bad_request("offset is past the end of the stream")
+            if not read.start.whole:
+                raise bad_request("offset is past the end of the stream")
+            # A plain offset past the tail lies inside the append still to come: read from
+            # where it will start (the Yjs layer asks for its snapshot's offset plus one, and
+            # nothing may have been written since).
+            position = info.tail
         if info.ttl_seconds is not None:  # only a sliding TTL is ever renewed by a read
             await self.call_store(self.store.renew, info)
         self.telemetry.count(Metric.READS)

@@ -113,7 +113,12 @@ async function main() {
     const state = () => yjsServer.getDocumentState(SERVICE, args.doc)
     await waitFor(() => !state()?.compacting, 15, describe)
     // A failure is in `compactions` already; the late joiner is worth trying regardless.
-    await compactor.triggerCompaction(SERVICE, args.doc).catch(() => {})
+    // Only when something was written since the last snapshot: the package's compactor run
+    // twice at one offset writes the same snapshot stream again and then deletes it as the
+    // old one, and the late joiner finds no snapshot (seen on the reference server and ours).
+    if (state()?.updatesSizeBytes > 0) {
+      await compactor.triggerCompaction(SERVICE, args.doc).catch(() => {})
+    }
     for (let r = 0; r < 3; r++) {
       const token = `<after.${r}>`
       tokens.push(token)
@@ -133,7 +138,7 @@ async function main() {
     const target = snapshotOf(docs[0])
     // Whether the late joiner reaches the editors' document is the test's to judge: after
     // the wait it is reported as it stands.
-    await waitFor(() => late.synced && snapshotOf(late.doc).text === target.text, 5, () => "")
+    await waitFor(() => late.synced && snapshotOf(late.doc).text === target.text, 20, () => "")
       .catch(() => {})
     await waitFor(() => !state()?.compacting, 15, describe)
     return {

@@ -87,12 +87,17 @@ def test_dot_segments_and_control_characters_are_rejected(client: TestClient, pa
     assert response.json()["error"] == "bad_request"
 
 
-def test_unknown_live_mode_and_offset_past_tail_are_400(client: TestClient) -> None:
+def test_unknown_live_mode_and_an_exact_offset_past_tail_are_400(client: TestClient) -> None:
     client.put(URL, headers={"Content-Type": "text/plain"}, content=b"abc")
     assert client.get(URL, params={"offset": "-1", "live": "forever"}).status_code == 400
     beyond = f"{0:016d}_{99:016d}"
-    response = client.get(URL, params={"offset": beyond})
+    response = client.get(URL, params={"offset": beyond + "_i"})
     assert response.status_code == 400 and "past the end" in response.json()["message"]
+    # A plain one lies inside the append still to come: it reads as the tail, as from the
+    # reference server (test_reads_inside_appends.py).
+    response = client.get(URL, params={"offset": beyond})
+    assert response.status_code == 200 and response.content == b""
+    assert response.headers["stream-next-offset"] == f"{0:016d}_{3:016d}"
 
 
 def test_cors_preflight_allows_protocol_headers(client: TestClient) -> None:

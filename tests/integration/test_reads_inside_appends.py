@@ -304,3 +304,25 @@ def test_a_read_from_the_start_returns_a_whole_stream_in_one_response(
     # From anywhere else, at most max_read_bytes, in whole appends.
     middle = client.get(url, params={"offset": format_offset(len(parts[0]))})
     assert 0 < len(middle.content) <= 64 or len(middle.content) == len(parts[1])
+
+
+@pytest.mark.parametrize("live", [None, "long-poll"])
+def test_a_plain_offset_past_the_tail_reads_from_the_tail(
+    client: TestClient, live: str | None
+) -> None:
+    """The Yjs layer asks for its snapshot's offset plus one when nothing was written after the
+    snapshot: the append it lies in is still to come. An offset cut inside an append that does
+    not exist is refused."""
+    url = "/v1/stream/after"
+    binary = "application/octet-stream"
+    client.put(url, headers={"Content-Type": binary})
+    tail = append(client, url, b"\x03abc", binary)
+    params = {"offset": plus_one(tail)}
+    if live:
+        params["live"] = live
+    answer = client.get(url, params=params)
+    assert answer.status_code == (204 if live else 200) and answer.content == b""
+    assert answer.headers["stream-next-offset"] == tail
+    assert answer.headers["stream-up-to-date"] == "true"
+    refused = client.get(url, params={"offset": plus_one(tail) + "_i"})
+    assert refused.status_code == 400
