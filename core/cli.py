@@ -96,7 +96,7 @@ def _serve(args: argparse.Namespace) -> int:
         else:
             where = f"the embedded emulator, kept in {data_dir}"
 
-    sealing = None
+    serving = None
     base_url = f"http://{args.host}:{args.port}{settings.base_path}/"
     print(f"dsaws: serving Durable Streams at {base_url}", flush=True)
     print(f"dsaws: storage is {where}", flush=True)
@@ -133,8 +133,13 @@ def _serve(args: argparse.Namespace) -> int:
             # Timers and notices of the last run died with it; leases and retries come back
             # with the sweep, pending work with this.
             app.state.subscriptions.resume()
-        serving = prepare(app, settings, backend.store, embedded=emulator is not None)
-        sealing = serving.sealing
+        serving = prepare(
+            app,
+            settings,
+            backend.store,
+            embedded=emulator is not None,
+            compact=emulator.compact_if_mostly_history if emulator is not None else None,
+        )
         uvicorn.run(
             serving.asgi,
             host=args.host,
@@ -146,8 +151,8 @@ def _serve(args: argparse.Namespace) -> int:
             limit_concurrency=args.max_connections,
         )
     finally:
-        if sealing is not None:
-            sealing.stop()
+        if serving is not None:
+            serving.stop()
         if cdn is not None:
             cdn.stop()
         if emulator is not None:

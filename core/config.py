@@ -120,6 +120,12 @@ class Settings(BaseModel):
     seal_interval: float = Field(
         5.0, ge=0, description="seconds between sealer runs inside `dsaws serve` (0: never)"
     )
+    collect_interval: float = Field(
+        60.0,
+        ge=0,
+        description="seconds between collector runs inside `dsaws serve` (0: never); a "
+        "deployment runs its collector function on a schedule instead",
+    )
 
     # Access control (README, "Security"). Off: anyone who reaches the server may do anything,
     # which is what `dsaws serve` on loopback is for.

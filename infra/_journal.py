@@ -28,6 +28,7 @@ from ._in_process import wsgi_environ
 
 JOURNAL_NAME = "journal.bin"
 LOCK_NAME = "lock"
+COMPACTING_SUFFIX = ".compacting"  # a rewrite in progress: never the journal until renamed
 _HEADER = struct.Struct(">II")  # payload length, CRC-32 of the payload
 
 # DynamoDB (and other JSON-protocol) actions that change nothing.
@@ -191,6 +192,8 @@ class Journal:
             ) from None
         self._fd: int | None = None
         self._closed = False
+        # A rewrite a crash interrupted before its rename: the journal itself is whole.
+        self.path.with_suffix(COMPACTING_SUFFIX).unlink(missing_ok=True)
 
     def read(self) -> list[Record]:
         """Every whole record; a torn tail (a write cut short by a kill) is cut off. Damage
@@ -232,12 +235,39 @@ class Journal:
         if self._fd is not None:
             os.fsync(self._fd)
 
+    def size(self) -> int:
+        """The journal's length in bytes, as written so far."""
+        if self._fd is not None:
+            return os.fstat(self._fd).st_size
+        return self.path.stat().st_size if self.path.exists() else 0
+
     def rewrite(self, records: Iterable[Record]) -> None:
         """Replace the journal with `records`, atomically."""
-        fresh = self.path.with_suffix(".compacting")
+        self.finish_rewrite(self.write_fresh(records), self.size())
+
+    def write_fresh(self, records: Iterable[Record]) -> Path:
+        """The first half of a rewrite, which needs no lock: `records` (the state as of some
+        moment) in a file beside the journal, on disk. Until `finish_rewrite` renames it, a
+        crash leaves the journal as it was (and the file is removed when the journal is next
+        opened)."""
+        fresh = self.path.with_suffix(COMPACTING_SUFFIX)
         with os.fdopen(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:
             for record in records:
                 file.write(record.encode())
+            file.flush()
+            os.fsync(file.fileno())
+        return fresh
+
+    def finish_rewrite(self, fresh: Path, since: int) -> None:
+        """The second half, under the lock that orders the records: the records appended
+        since the state was taken (from byte `since` on) follow it into the fresh file, which
+        then replaces the journal."""
+        with open(fresh, "ab") as file:
+            if since < self.size():
+                with self.path.open("rb") as current:
+                    current.seek(since)
+                    while block := current.read(1 << 20):
+                        file.write(block)
             file.flush()
             os.fsync(file.fileno())
         if self._fd is not None:

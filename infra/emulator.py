@@ -26,6 +26,10 @@ __all__ = ["IN_PROCESS_ENDPOINT", "Emulator", "JournalError"]
 IN_PROCESS_ENDPOINT = "http://127.0.0.1:9"
 # A journal longer than this many records is compacted when the emulator starts.
 COMPACT_AFTER_RECORDS = 10_000
+# While it runs, a journal is compacted once it is this long and at least twice what the
+# emulator holds: mostly history (deleted streams, chunks sealed into segments, the stream
+# items each append rewrote).
+COMPACT_MIN_BYTES = 64 * 1024 * 1024
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -48,6 +52,9 @@ class _LockedApp:
         self.app = app
         self.lock = _MOTO_LOCK
         self.journal: Any = None  # a `_journal.Journal`, set once replayed
+        # The journaled requests that made or changed tables and buckets: a compaction writes
+        # them out first, as they came.
+        self.resources: list[Any] = []
         # Why requests are refused: the emulator stopped, or its journal could not be written
         # (memory now holds a change the journal lacks: nothing more may be acknowledged).
         self.refusal: str | None = None
@@ -83,6 +90,8 @@ class _LockedApp:
                 except OSError as error:
                     self.refusal = f"the journal could not be written: {error}"
                     return _refuse(start_response, self.refusal)
+                if not record.changes_items:
+                    self.resources.append(record)
         start_response(*answered[0][:2], *answered[0][2])
         return content
 
@@ -118,6 +127,7 @@ class Emulator:
         port: int = 0,
         middleware: Callable[[Any], Any] | None = None,
         data_dir: Path | None = None,
+        compact_min_bytes: int = COMPACT_MIN_BYTES,
     ) -> None:
         """`middleware`, if given, wraps the WSGI app (benchmarks count calls with it)."""
         from moto.server import DomainDispatcherApplication, create_backend_app
@@ -147,12 +157,14 @@ class Emulator:
         self._host, self._port = host, port
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self.compact_min_bytes = compact_min_bytes
+        self._compacting = threading.Lock()
+        self._journal_base = 0  # the journal's length when last compacted or found mostly live
         if data_dir is not None:
             self._open_journal(data_dir)
 
     def _open_journal(self, data_dir: Path) -> None:
-        from ._journal import Journal, created_resources, resource_records
-        from ._state_records import item_records, object_records
+        from ._journal import Journal, resource_records
 
         journal = Journal(data_dir)
         try:
@@ -160,14 +172,67 @@ class Emulator:
             with self._locked.lock:
                 records = journal.read()
                 self._replay(journal, records)
+                self._locked.resources = list(resource_records(records))
                 if len(records) > COMPACT_AFTER_RECORDS:
-                    tables, buckets = created_resources(records)
-                    resources = resource_records(records)
-                    journal.rewrite([*resources, *item_records(tables), *object_records(buckets)])
+                    journal.rewrite(self._state_records())
         except BaseException:
             journal.close()
             raise
         self._locked.journal = journal
+        self._journal_base = journal.size()
+
+    def _state_records(self) -> list[Any]:
+        """The requests that rebuild what the journal's tables and buckets hold now (under
+        moto's lock)."""
+        from ._journal import created_resources
+        from ._state_records import item_records, object_records
+
+        resources = self._locked.resources
+        tables, buckets = created_resources(resources)
+        return [*resources, *item_records(tables), *object_records(buckets)]
+
+    def compact_if_mostly_history(self) -> bool:
+        """Compact the journal if it has grown past `compact_min_bytes` and holds at least
+        twice what the emulator does; whether it did. Safe beside requests: see `compact`."""
+        journal = self._locked.journal
+        if journal is None:
+            return False
+        size = journal.size()
+        if size < max(self.compact_min_bytes, 2 * self._journal_base):
+            return False
+        from ._journal import created_resources
+        from ._state_records import held_bytes
+
+        with self._locked.lock:
+            held = held_bytes(*created_resources(self._locked.resources))
+        if size < 2 * held:
+            self._journal_base = size  # mostly live data: look again once it has doubled
+            return False
+        self.compact()
+        return True
+
+    def compact(self) -> None:
+        """Rewrite the journal as the requests that rebuild the current state. The state is
+        taken under moto's lock (the items encoded, the objects' bytes referenced), written
+        out without it, and the records journaled meanwhile are added under the lock again
+        before the rename: requests wait only for the state to be taken and for that tail.
+        A crash at any point leaves either the old journal or the new one, whole."""
+        with self._compacting:
+            locked = self._locked
+            with locked.lock:
+                journal = locked.journal
+                if journal is None:
+                    return
+                records = self._state_records()
+                since = journal.size()
+            fresh = journal.write_fresh(records)
+            del records
+            with locked.lock:
+                if locked.journal is not journal:  # stopped meanwhile
+                    fresh.unlink(missing_ok=True)
+                    return
+                journal.finish_rewrite(fresh, since)
+                self._journal_base = journal.size()
 
     def _replay(self, journal: Any, records: list[Any]) -> None:
         for number, record in enumerate(records):
