@@ -126,6 +126,13 @@ class Settings(BaseModel):
         description="seconds between collector runs inside `dsaws serve` (0: never); a "
         "deployment runs its collector function on a schedule instead",
     )
+    collect_grace_seconds: float = Field(
+        3600.0,
+        ge=0,
+        description="seconds before the collector inside `dsaws serve` removes a deleted "
+        "stream's data or an upload no commit names (the deployment's collector waits as "
+        "long: far longer than any request may still be writing)",
+    )
 
     # Access control (README, "Security"). Off: anyone who reaches the server may do anything,
     # which is what `dsaws serve` on loopback is for.

@@ -58,7 +58,7 @@ def prepare(
         sealing = BackgroundSealer(sealer, settings.seal_interval, quiet, after=compact).start()
     collecting = None
     if settings.collect_interval > 0:
-        collector = Collector(store)
+        collector = Collector(store, orphan_grace_seconds=settings.collect_grace_seconds)
         collecting = BackgroundCollector(
             collector, settings.collect_interval, quiet, after=compact
         ).start()

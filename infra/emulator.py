@@ -159,7 +159,6 @@ class Emulator:
         self._thread: threading.Thread | None = None
         self.compact_min_bytes = compact_min_bytes
         self._compacting = threading.Lock()
-        self._journal_base = 0  # the journal's length when last compacted or found mostly live
         if data_dir is not None:
             self._open_journal(data_dir)
 
@@ -173,13 +172,12 @@ class Emulator:
                 records = journal.read()
                 self._replay(journal, records)
                 self._locked.resources = list(resource_records(records))
-                if len(records) > COMPACT_AFTER_RECORDS:
+                if len(records) > COMPACT_AFTER_RECORDS or self._mostly_history(journal):
                     journal.rewrite(self._state_records())
         except BaseException:
             journal.close()
             raise
         self._locked.journal = journal
-        self._journal_base = journal.size()
 
     def _state_records(self) -> list[Any]:
         """The requests that rebuild what the journal's tables and buckets hold now (under
@@ -192,24 +190,28 @@ class Emulator:
         return [*resources, *item_records(tables), *object_records(buckets)]
 
     def compact_if_mostly_history(self) -> bool:
-        """Compact the journal if it has grown past `compact_min_bytes` and holds at least
-        twice what the emulator does; whether it did. Safe beside requests: see `compact`."""
+        """Compact the journal if it is `compact_min_bytes` long or more and at least twice
+        what the emulator holds; whether it did. Called after the background sweeps removed
+        or rewrote something; weighing what the emulator holds takes moto's lock for about
+        a millisecond per thousand items and objects. Safe beside requests: see `compact`."""
         journal = self._locked.journal
-        if journal is None:
+        if journal is None or journal.size() < self.compact_min_bytes:
             return False
-        size = journal.size()
-        if size < max(self.compact_min_bytes, 2 * self._journal_base):
-            return False
+        with self._locked.lock:
+            if not self._mostly_history(journal):
+                return False
+        self.compact()
+        return True
+
+    def _mostly_history(self, journal: Any) -> bool:
+        """Under moto's lock: whether the journal is long and twice what it rebuilds."""
         from ._journal import created_resources
         from ._state_records import held_bytes
 
-        with self._locked.lock:
-            held = held_bytes(*created_resources(self._locked.resources))
-        if size < 2 * held:
-            self._journal_base = size  # mostly live data: look again once it has doubled
+        size = journal.size()
+        if size < self.compact_min_bytes:
             return False
-        self.compact()
-        return True
+        return size >= 2 * held_bytes(*created_resources(self._locked.resources))
 
     def compact(self) -> None:
         """Rewrite the journal as the requests that rebuild the current state. The state is
@@ -232,7 +234,6 @@ class Emulator:
                     fresh.unlink(missing_ok=True)
                     return
                 journal.finish_rewrite(fresh, since)
-                self._journal_base = journal.size()
 
     def _replay(self, journal: Any, records: list[Any]) -> None:
         for number, record in enumerate(records):
