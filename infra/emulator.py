@@ -16,9 +16,9 @@ from typing import Any
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from ._in_process import InProcessTransport, status_code
-from ._journal import JournalError
+from ._journal import JOURNAL_NAME, JournalError, JournalInUse
 
-__all__ = ["IN_PROCESS_ENDPOINT", "Emulator", "JournalError"]
+__all__ = ["IN_PROCESS_ENDPOINT", "JOURNAL_NAME", "Emulator", "JournalError", "JournalInUse"]
 
 # The endpoint in-process clients are configured with: never dialled (their requests are
 # answered before botocore would open a connection). An address, not a name, so that S3 keeps
@@ -101,6 +101,17 @@ def _refuse(start_response: Any, reason: str) -> list[bytes]:
     return [f"embedded emulator: {reason}".encode()]
 
 
+def _compact(journal: Any, records: list[Any]) -> None:
+    """Replace `records`, the whole journal, with the requests that rebuild the tables and
+    buckets they created as moto holds them now (under moto's lock)."""
+    from ._journal import created_resources, resource_records
+    from ._state_records import item_records, object_records
+
+    tables, buckets = created_resources(records)
+    resources = resource_records(records)
+    journal.rewrite([*resources, *item_records(tables), *object_records(buckets)])
+
+
 def _call(app: Any, environ: dict[str, Any]) -> int:
     """Run one request through a WSGI app; returns the status code it answered (0: none)."""
     answered: list[str] = []
@@ -151,8 +162,7 @@ class Emulator:
             self._open_journal(data_dir)
 
     def _open_journal(self, data_dir: Path) -> None:
-        from ._journal import Journal, created_resources, resource_records
-        from ._state_records import item_records, object_records
+        from ._journal import Journal
 
         journal = Journal(data_dir)
         try:
@@ -161,13 +171,20 @@ class Emulator:
                 records = journal.read()
                 self._replay(journal, records)
                 if len(records) > COMPACT_AFTER_RECORDS:
-                    tables, buckets = created_resources(records)
-                    resources = resource_records(records)
-                    journal.rewrite([*resources, *item_records(tables), *object_records(buckets)])
+                    _compact(journal, records)
         except BaseException:
             journal.close()
             raise
         self._locked.journal = journal
+
+    def compact(self) -> None:
+        """Rewrite the journal as the requests that rebuild what the emulator holds now: what
+        was deleted leaves the disk too (`dsaws gc` and `dsaws seal` end with this)."""
+        with self._locked.lock:
+            journal = self._locked.journal
+            if journal is None:
+                raise RuntimeError("the emulator keeps no journal, or has stopped")
+            _compact(journal, journal.read())
 
     def _replay(self, journal: Any, records: list[Any]) -> None:
         for number, record in enumerate(records):
