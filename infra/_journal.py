@@ -63,6 +63,11 @@ class JournalError(RuntimeError):
     """The journal cannot be used: another process holds it, or replaying it failed."""
 
 
+class JournalInUse(JournalError):
+    """Another process holds the journal: commands other than `dsaws serve` word their own
+    refusal from this."""
+
+
 @dataclass(frozen=True)
 class Record:
     """One request as the emulator's WSGI app received it, and the status it answered: a
@@ -187,7 +192,7 @@ class Journal:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock)
-            raise JournalError(
+            raise JournalInUse(
                 f"{directory} is in use by another dsaws serve (stop it, or use another --data-dir)"
             ) from None
         self._fd: int | None = None

@@ -16,9 +16,9 @@ from typing import Any
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from ._in_process import InProcessTransport, status_code
-from ._journal import JournalError
+from ._journal import JOURNAL_NAME, JournalError, JournalInUse
 
-__all__ = ["IN_PROCESS_ENDPOINT", "Emulator", "JournalError"]
+__all__ = ["IN_PROCESS_ENDPOINT", "JOURNAL_NAME", "Emulator", "JournalError", "JournalInUse"]
 
 # The endpoint in-process clients are configured with: never dialled (their requests are
 # answered before botocore would open a connection). An address, not a name, so that S3 keeps
