@@ -19,6 +19,8 @@ from .config import (
 )
 
 if TYPE_CHECKING:
+    from durable_streams_aws.infra.emulator import Replay
+
     from .maintenance import Storage
 
 DEFAULT_HOST = "127.0.0.1"
@@ -82,7 +84,11 @@ def _serve(args: argparse.Namespace) -> int:
         use_emulator_credentials()
         data_dir = None if args.in_memory else _data_dir(args)
         try:
-            emulator = Emulator(data_dir=data_dir)
+            emulator = Emulator(
+                data_dir=data_dir,
+                compact_min_bytes=settings.journal_compact_min_bytes,
+                progress=_replay_progress,
+            )
         except JournalError as exc:
             print(f"dsaws: {exc}", file=sys.stderr)
             return 3
@@ -162,6 +168,14 @@ def _serve(args: argparse.Namespace) -> int:
         if emulator is not None:
             emulator.stop()
     return 0
+
+
+def _replay_progress(replay: Replay) -> None:
+    print(
+        f"dsaws: replaying {replay.read_bytes / 1e6:,.0f} of {replay.journal_bytes / 1e6:,.0f} "
+        f"MB of the journal ({replay.records:,} records, {replay.seconds:.0f} s)",
+        flush=True,
+    )
 
 
 def default_data_dir() -> Path:

@@ -126,6 +126,12 @@ class Settings(BaseModel):
         description="seconds between collector runs inside `dsaws serve` (0: never); a "
         "deployment runs its collector function on a schedule instead",
     )
+    journal_compact_min_bytes: int = Field(
+        64 * MIB,
+        ge=0,
+        description="the embedded emulator compacts its journal once it is this long and at "
+        "least twice what the emulator holds (`dsaws serve` on a data directory)",
+    )
     collect_grace_seconds: float = Field(
         3600.0,
         ge=0,

@@ -7,16 +7,19 @@ every request under one lock makes it linearizable, which the store's correctnes
 
 from __future__ import annotations
 
+import ctypes
 import io
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from ._in_process import InProcessTransport, status_code
-from ._journal import JOURNAL_NAME, JournalError, JournalInUse
+from ._journal import JOURNAL_NAME, Journal, JournalError, JournalInUse
 
 __all__ = ["IN_PROCESS_ENDPOINT", "JOURNAL_NAME", "Emulator", "JournalError", "JournalInUse"]
 
@@ -110,6 +113,27 @@ def _refuse(start_response: Any, reason: str) -> list[bytes]:
     return [f"embedded emulator: {reason}".encode()]
 
 
+def release_freed_memory() -> None:
+    """Hand the memory a replay or a compaction freed back to the operating system. glibc
+    keeps freed blocks below its mmap threshold (every item and object under 128 KiB) in the
+    heap, so the server's resident size stayed at its high-water mark after a compaction."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: nothing to do
+        return
+    libc.malloc_trim(0)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """How far a replay of the journal has got."""
+
+    records: int
+    read_bytes: int
+    journal_bytes: int
+    seconds: float
+
+
 def _call(app: Any, environ: dict[str, Any]) -> int:
     """Run one request through a WSGI app; returns the status code it answered (0: none)."""
     answered: list[str] = []
@@ -128,8 +152,10 @@ class Emulator:
         middleware: Callable[[Any], Any] | None = None,
         data_dir: Path | None = None,
         compact_min_bytes: int = COMPACT_MIN_BYTES,
+        progress: Callable[[Replay], None] | None = None,
     ) -> None:
-        """`middleware`, if given, wraps the WSGI app (benchmarks count calls with it)."""
+        """`middleware`, if given, wraps the WSGI app (benchmarks count calls with it).
+        `progress` hears how a replay of the journal goes, every second after the first."""
         from moto.server import DomainDispatcherApplication, create_backend_app
 
         from . import (
@@ -158,26 +184,24 @@ class Emulator:
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
         self.compact_min_bytes = compact_min_bytes
+        self.progress = progress
         self._compacting = threading.Lock()
         if data_dir is not None:
             self._open_journal(data_dir)
 
     def _open_journal(self, data_dir: Path) -> None:
-        from ._journal import Journal, resource_records
-
         journal = Journal(data_dir)
         try:
             # Under moto's lock, as every request: other emulators of the process share moto.
             with self._locked.lock:
-                records = journal.read()
-                self._replay(journal, records)
-                self._locked.resources = list(resource_records(records))
-                if len(records) > COMPACT_AFTER_RECORDS or self._mostly_history(journal):
+                replayed = self._replay(journal)
+                if replayed > COMPACT_AFTER_RECORDS or self._mostly_history(journal):
                     journal.rewrite(self._state_records())
         except BaseException:
             journal.close()
             raise
         self._locked.journal = journal
+        release_freed_memory()
 
     def _state_records(self) -> list[Any]:
         """The requests that rebuild what the journal's tables and buckets hold now (under
@@ -234,15 +258,29 @@ class Emulator:
                     fresh.unlink(missing_ok=True)
                     return
                 journal.finish_rewrite(fresh, since)
+        release_freed_memory()
 
-    def _replay(self, journal: Any, records: list[Any]) -> None:
-        for number, record in enumerate(records):
+    def _replay(self, journal: Journal) -> int:
+        """Apply the journal's records in order, one read from the file at a time; how many.
+        Keeps the resource records (a compaction writes them out first), and tells
+        `progress` how far it got every second once it has taken longer than one."""
+        started = time.monotonic()
+        told = started + 1.0
+        total = journal.size()
+        number = 0
+        for number, record in enumerate(journal.records(), start=1):
             status = _call(self._locked.app, record.wsgi_environ())
             if status != record.status:
                 raise JournalError(
-                    f"{journal.path}: record {number} ({record.action or 'S3'}) answered "
+                    f"{journal.path}: record {number - 1} ({record.action or 'S3'}) answered "
                     f"{status} on replay, {record.status} when it was first made"
                 )
+            if not record.changes_items:
+                self._locked.resources.append(record)
+            if self.progress is not None and time.monotonic() >= told:
+                told = time.monotonic() + 1.0
+                self.progress(Replay(number, journal.position, total, time.monotonic() - started))
+        return number
 
     def connect(self, client: Any) -> Any:
         """Answer every request of a boto3 `client` here, without a socket; returns it."""

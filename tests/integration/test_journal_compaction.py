@@ -15,8 +15,9 @@ import pytest
 from test_emulator_journal import clients, contents, forget, names, write_some
 
 from durable_streams_aws.infra import _journal
+from durable_streams_aws.infra import emulator as emulator_module
 from durable_streams_aws.infra._journal import JOURNAL_NAME
-from durable_streams_aws.infra.emulator import Emulator
+from durable_streams_aws.infra.emulator import Emulator, Replay
 
 __all__ = ["names"]  # the fixture, used by name
 
@@ -192,3 +193,22 @@ def test_a_kill_at_any_point_of_a_compaction_loses_nothing(
             assert MARKER not in (data / JOURNAL_NAME).read_bytes()
     finally:
         again.stop()
+
+
+def test_a_replay_longer_than_a_second_says_how_far_it_got(
+    tmp_path: Path, names: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table, bucket = names
+    first = Emulator(data_dir=tmp_path)
+    write_some(first, table, bucket)
+    first.stop()
+    forget(table, bucket)
+    clock = iter(range(0, 10_000, 1))  # each look at the clock: a second later
+    monkeypatch.setattr(emulator_module.time, "monotonic", lambda: float(next(clock)))
+    heard: list[Replay] = []
+    again = Emulator(data_dir=tmp_path, progress=heard.append)
+    again.stop()
+    size = (tmp_path / JOURNAL_NAME).stat().st_size
+    assert heard, "no progress was told"
+    assert [r.records for r in heard] == sorted(r.records for r in heard)
+    assert all(0 < r.read_bytes <= r.journal_bytes == size and r.seconds >= 1 for r in heard)
