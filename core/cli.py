@@ -6,8 +6,9 @@ import argparse
 import os
 import secrets
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import (
     ENV_PREFIX,
@@ -16,6 +17,11 @@ from .config import (
     SettingsError,
     load_settings,
 )
+
+if TYPE_CHECKING:
+    from durable_streams_aws.infra.emulator import Replay
+
+    from .maintenance import Storage
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4437
@@ -78,7 +84,11 @@ def _serve(args: argparse.Namespace) -> int:
         use_emulator_credentials()
         data_dir = None if args.in_memory else _data_dir(args)
         try:
-            emulator = Emulator(data_dir=data_dir)
+            emulator = Emulator(
+                data_dir=data_dir,
+                compact_min_bytes=settings.journal_compact_min_bytes,
+                progress=_replay_progress,
+            )
         except JournalError as exc:
             print(f"dsaws: {exc}", file=sys.stderr)
             return 3
@@ -96,7 +106,7 @@ def _serve(args: argparse.Namespace) -> int:
         else:
             where = f"the embedded emulator, kept in {data_dir}"
 
-    sealing = None
+    serving = None
     base_url = f"http://{args.host}:{args.port}{settings.base_path}/"
     print(f"dsaws: serving Durable Streams at {base_url}", flush=True)
     print(f"dsaws: storage is {where}", flush=True)
@@ -133,8 +143,13 @@ def _serve(args: argparse.Namespace) -> int:
             # Timers and notices of the last run died with it; leases and retries come back
             # with the sweep, pending work with this.
             app.state.subscriptions.resume()
-        serving = prepare(app, settings, backend.store, embedded=emulator is not None)
-        sealing = serving.sealing
+        serving = prepare(
+            app,
+            settings,
+            backend.store,
+            embedded=emulator is not None,
+            compact=emulator.compact_if_mostly_history if emulator is not None else None,
+        )
         uvicorn.run(
             serving.asgi,
             host=args.host,
@@ -146,13 +161,21 @@ def _serve(args: argparse.Namespace) -> int:
             limit_concurrency=args.max_connections,
         )
     finally:
-        if sealing is not None:
-            sealing.stop()
+        if serving is not None:
+            serving.stop()
         if cdn is not None:
             cdn.stop()
         if emulator is not None:
             emulator.stop()
     return 0
+
+
+def _replay_progress(replay: Replay) -> None:
+    print(
+        f"dsaws: replaying {replay.read_bytes / 1e6:,.0f} of {replay.journal_bytes / 1e6:,.0f} "
+        f"MB of the journal ({replay.records:,} records, {replay.seconds:.0f} s)",
+        flush=True,
+    )
 
 
 def default_data_dir() -> Path:
@@ -200,38 +223,75 @@ def _install_nginx(_: argparse.Namespace) -> int:
 
 
 def _gc(args: argparse.Namespace) -> int:
-    import json
+    from .storage import CollectionReport, Collector
 
-    from .runtime import build_backend
-    from .storage import Collector
+    def collect(storage: Storage, _: Settings) -> dict[str, int]:
+        # The embedded data is held by this process: nothing can be writing beside it.
+        if args.orphan_grace < SAFE_ORPHAN_GRACE_SECONDS and not storage.embedded:
+            print(
+                f"dsaws gc: an orphan grace under {SAFE_ORPHAN_GRACE_SECONDS:g} s may remove "
+                "an upload whose commit is still in flight: use it only when nothing is writing",
+                file=sys.stderr,
+            )
+        return Collector(storage.store, orphan_grace_seconds=args.orphan_grace).run().as_dict()
 
-    backend = build_backend(_settings(args))
-    if args.orphan_grace < SAFE_ORPHAN_GRACE_SECONDS:
-        print(
-            f"dsaws gc: an orphan grace under {SAFE_ORPHAN_GRACE_SECONDS:g} s may remove an "
-            "upload whose commit is still in flight: use it only when nothing is writing",
-            file=sys.stderr,
-        )
-    report = Collector(backend.store, orphan_grace_seconds=args.orphan_grace).run()
-    print(json.dumps(report.as_dict()))
-    return 0
+    return _maintain(args, "gc", collect, CollectionReport().as_dict())
 
 
 def _seal(args: argparse.Namespace) -> int:
+    from .runtime import seal_policy
+    from .storage import Sealer, SealReport
+    from .storage.sealer import DELETE_THREADS
+
+    def seal(storage: Storage, settings: Settings) -> dict[str, int]:
+        # The embedded emulator answers one request at a time, as in `dsaws serve`.
+        deletes = 1 if storage.embedded else DELETE_THREADS
+        sealer = Sealer(storage.store, seal_policy(settings), delete_threads=deletes)
+        if args.path:
+            report = sealer.seal(*args.path)
+        elif args.all:
+            report = sealer.run_all()
+        else:
+            report = sealer.run()
+        return report.as_dict()
+
+    return _maintain(args, "seal", seal, SealReport().as_dict())
+
+
+def _maintain(
+    args: argparse.Namespace,
+    command: str,
+    work: Callable[[Storage, Settings], dict[str, int]],
+    nothing_done: dict[str, int],
+) -> int:
+    """Run `work` on the storage `dsaws serve` would use, and print its JSON report: the
+    embedded emulator's data directory, or with --aws, AWS. AWS_ENDPOINT_URL* set and no
+    --data-dir also means AWS (the endpoint), as it did before these commands knew the
+    embedded emulator."""
     import json
 
-    from .runtime import build_backend, seal_policy
-    from .storage import Sealer
+    from .maintenance import Empty, Unavailable, aws_storage, embedded_storage
 
     settings = _settings(args)
-    sealer = Sealer(build_backend(settings).store, seal_policy(settings))
-    if args.path:
-        report = sealer.seal(*args.path)
-    elif args.all:
-        report = sealer.run_all()
-    else:
-        report = sealer.run()
-    print(json.dumps(report.as_dict()))
+    endpoint = next((v for v in _ENDPOINT_VARIABLES if os.environ.get(v)), None)
+    aws = args.aws or (args.data_dir is None and endpoint is not None)
+    if aws and not args.aws:
+        print(
+            f"dsaws {command}: {endpoint} is set: working on table {settings.table} and bucket "
+            f"{settings.bucket} there (--data-dir for the embedded emulator's data)",
+            file=sys.stderr,
+        )
+    storage = aws_storage(settings) if aws else embedded_storage(settings, _data_dir(args), command)
+    try:
+        with storage as opened:
+            report = work(opened, settings)
+    except Unavailable as refused:
+        print(f"dsaws {command}: {refused}", file=sys.stderr)
+        return 3  # as `dsaws serve` when its data directory cannot be used
+    except Empty as empty:
+        print(f"dsaws {command}: {empty}", file=sys.stderr)
+        report = nothing_done
+    print(json.dumps(report))
     return 0
 
 
@@ -274,6 +334,24 @@ def _positive(value: str) -> int:
 def _server_port(value: str) -> int:
     """The server's port; 0 lets the system choose one."""
     return _port(value, lowest=0)
+
+
+def _add_storage_arguments(command: argparse.ArgumentParser) -> None:
+    """Where `gc` and `seal` work: as `dsaws serve` chooses, its data directory by default."""
+    where = command.add_mutually_exclusive_group()
+    where.add_argument(
+        "--aws",
+        action="store_true",
+        help="work on real AWS, or the endpoint in AWS_ENDPOINT_URL* (which, set, means this "
+        "unless --data-dir is given)",
+    )
+    where.add_argument(
+        "--data-dir",
+        help="the embedded emulator's data directory, which no dsaws serve may be using "
+        "(default: DSAWS_DATA_DIR, or ~/.local/share/durable-streams-aws)",
+    )
+    command.add_argument("--table", help="DynamoDB table (default: DS_TABLE)")
+    command.add_argument("--bucket", help="S3 bucket (default: DS_BUCKET)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -338,25 +416,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     gc = commands.add_parser(
         "gc",
-        help="remove data of deleted and expired streams (real AWS or AWS_ENDPOINT_URL*)",
+        help="remove data of deleted and expired streams (the embedded emulator's data "
+        "directory, or with --aws, AWS)",
     )
-    gc.add_argument("--table", help="DynamoDB table (default: DS_TABLE)")
-    gc.add_argument("--bucket", help="S3 bucket (default: DS_BUCKET)")
+    _add_storage_arguments(gc)
     gc.add_argument(
         "--orphan-grace",
         type=float,
         default=3600.0,
-        help="seconds before an unreferenced upload counts as orphaned (default 3600)",
+        help="seconds before an unreferenced upload, or a deleted stream's data, may go "
+        "(default 3600)",
     )
     gc.set_defaults(handler=_gc)
 
     seal = commands.add_parser(
         "seal",
-        help="move stream history out of DynamoDB into S3 segments (real AWS or "
-        "AWS_ENDPOINT_URL*): the streams commits marked, or those named",
+        help="move stream history out of DynamoDB into S3 segments (the embedded emulator's "
+        "data directory, or with --aws, AWS): the streams commits marked, or those named",
     )
-    seal.add_argument("--table", help="DynamoDB table (default: DS_TABLE)")
-    seal.add_argument("--bucket", help="S3 bucket (default: DS_BUCKET)")
+    _add_storage_arguments(seal)
     which = seal.add_mutually_exclusive_group()
     which.add_argument(
         "--path", action="append", help="seal this stream now (repeatable; a closed one whole)"

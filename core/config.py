@@ -120,6 +120,25 @@ class Settings(BaseModel):
     seal_interval: float = Field(
         5.0, ge=0, description="seconds between sealer runs inside `dsaws serve` (0: never)"
     )
+    collect_interval: float = Field(
+        60.0,
+        ge=0,
+        description="seconds between collector runs inside `dsaws serve` (0: never); a "
+        "deployment runs its collector function on a schedule instead",
+    )
+    journal_compact_min_bytes: int = Field(
+        64 * MIB,
+        ge=0,
+        description="the embedded emulator compacts its journal once it is this long and at "
+        "least twice what the emulator holds (`dsaws serve` on a data directory)",
+    )
+    collect_grace_seconds: float = Field(
+        3600.0,
+        ge=0,
+        description="seconds before the collector inside `dsaws serve` removes a deleted "
+        "stream's data or an upload no commit names (the deployment's collector waits as "
+        "long: far longer than any request may still be writing)",
+    )
 
     # Access control (README, "Security"). Off: anyone who reaches the server may do anything,
     # which is what `dsaws serve` on loopback is for.

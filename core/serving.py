@@ -1,5 +1,6 @@
-"""What `dsaws serve` runs beside its app: the background sealer, the garbage collector's
-policy that keeps it from pausing the server, and its exit on a termination signal."""
+"""What `dsaws serve` runs beside its app: the background sealer and collector, the garbage
+collector's policy that keeps it from pausing the server, and its exit on a termination
+signal."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from starlette.types import ASGIApp
 from .config import Settings
 from .http.middleware import RequestActivity
 from .runtime import seal_policy
-from .storage import DynamoStore, Sealer
-from .storage.background import BackgroundSealer, QuietWait
+from .storage import Collector, DynamoStore, Sealer
+from .storage.background import BackgroundCollector, BackgroundSealer, QuietWait
 from .storage.sealer import DELETE_THREADS
 
 
@@ -23,25 +24,45 @@ from .storage.sealer import DELETE_THREADS
 class Serving:
     asgi: ASGIApp  # what uvicorn runs
     sealing: BackgroundSealer | None  # started; None when DS_SEAL_INTERVAL is 0
+    collecting: BackgroundCollector | None = None  # started; None when DS_COLLECT_INTERVAL is 0
+
+    def stop(self) -> None:
+        for sweep in (self.sealing, self.collecting):
+            if sweep is not None:
+                sweep.stop()
 
 
-def prepare(app: ASGIApp, settings: Settings, store: DynamoStore, embedded: bool) -> Serving:
+def prepare(
+    app: ASGIApp,
+    settings: Settings,
+    store: DynamoStore,
+    embedded: bool,
+    compact: Callable[[], None] | None = None,
+) -> Serving:
     """`embedded`: the store is the emulator in this process. It answers one request at a
     time, so parallel deletes would only queue at its lock ahead of the readers, and a sweep
     waits for a quiet server: it competes with the requests for that lock and for the
-    interpreter, and halved the rate of a catch-up read it met."""
+    interpreter, and halved the rate of a catch-up read it met. `compact`: what to run after
+    a sweep removed or rewrote something (the embedded emulator's journal compaction, which
+    decides whether the journal is now mostly history)."""
     keep_collections_short()
-    if settings.seal_interval <= 0:
-        return Serving(app, None)
-    deletes = 1 if embedded else DELETE_THREADS
-    sealer = Sealer(store, seal_policy(settings), delete_threads=deletes)
-    if not embedded:
-        return Serving(app, BackgroundSealer(sealer, settings.seal_interval).start())
-    activity = RequestActivity()
-    quiet = QuietWait(activity.idle_for)
-    return Serving(
-        activity.around(app), BackgroundSealer(sealer, settings.seal_interval, quiet).start()
-    )
+    quiet = None
+    if embedded and (settings.seal_interval > 0 or settings.collect_interval > 0):
+        activity = RequestActivity()
+        quiet = QuietWait(activity.idle_for)
+        app = activity.around(app)
+    sealing = None
+    if settings.seal_interval > 0:
+        deletes = 1 if embedded else DELETE_THREADS
+        sealer = Sealer(store, seal_policy(settings), delete_threads=deletes)
+        sealing = BackgroundSealer(sealer, settings.seal_interval, quiet, after=compact).start()
+    collecting = None
+    if settings.collect_interval > 0:
+        collector = Collector(store, orphan_grace_seconds=settings.collect_grace_seconds)
+        collecting = BackgroundCollector(
+            collector, settings.collect_interval, quiet, after=compact
+        ).start()
+    return Serving(app, sealing, collecting)
 
 
 def exit_on_termination() -> None:

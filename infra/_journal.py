@@ -28,6 +28,7 @@ from ._in_process import wsgi_environ
 
 JOURNAL_NAME = "journal.bin"
 LOCK_NAME = "lock"
+COMPACTING_SUFFIX = ".compacting"  # a rewrite in progress: never the journal until renamed
 _HEADER = struct.Struct(">II")  # payload length, CRC-32 of the payload
 
 # DynamoDB (and other JSON-protocol) actions that change nothing.
@@ -60,6 +61,11 @@ _KEPT_ENVIRON = ("REQUEST_METHOD", "PATH_INFO", "RAW_URI", "QUERY_STRING", "CONT
 
 class JournalError(RuntimeError):
     """The journal cannot be used: another process holds it, or replaying it failed."""
+
+
+class JournalInUse(JournalError):
+    """Another process holds the journal: commands other than `dsaws serve` word their own
+    refusal from this."""
 
 
 @dataclass(frozen=True)
@@ -132,30 +138,22 @@ class Record:
         return cls(dict(fields["environ"]), body, int(fields["status"]))
 
 
-def _decoded(data: bytes, at: int) -> tuple[Record, int] | None:
-    """The record at `at` and where the next one starts, or None if it is not a whole one."""
-    if at + _HEADER.size > len(data):
+def _next_record(file: Any) -> Record | None:
+    """The whole record at the file's position, or None (the end, or a bad record)."""
+    header = file.read(_HEADER.size)
+    if len(header) < _HEADER.size:
         return None
-    length, checksum = _HEADER.unpack_from(data, at)
-    end = at + _HEADER.size + length
-    payload = data[at + _HEADER.size : end]
+    length, checksum = _HEADER.unpack(header)
     # An empty payload is never written (and zeroes, which a crash may leave, checksum to 0).
-    if length == 0 or len(payload) < length or zlib.crc32(payload) != checksum:
+    if length == 0:
+        return None
+    payload = file.read(length)
+    if len(payload) < length or zlib.crc32(payload) != checksum:
         return None
     try:
-        return Record.decode(payload), end
+        return Record.decode(payload)
     except (ValueError, KeyError, TypeError):
         return None
-
-
-def _records(data: bytes) -> tuple[list[Record], int]:
-    """The whole records at the start of `data`, and where the first bad one starts."""
-    found: list[Record] = []
-    at = 0
-    while (decoded := _decoded(data, at)) is not None:
-        record, at = decoded
-        found.append(record)
-    return found, at
 
 
 def _torn_tail(data: bytes, at: int) -> bool:
@@ -186,29 +184,46 @@ class Journal:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock)
-            raise JournalError(
+            raise JournalInUse(
                 f"{directory} is in use by another dsaws serve (stop it, or use another --data-dir)"
             ) from None
         self._fd: int | None = None
         self._closed = False
+        self.position = 0  # how far `records` has read
+        # A rewrite a crash interrupted before its rename: the journal itself is whole.
+        self.path.with_suffix(COMPACTING_SUFFIX).unlink(missing_ok=True)
 
     def read(self) -> list[Record]:
-        """Every whole record; a torn tail (a write cut short by a kill) is cut off. Damage
-        before the last record is refused: the records after it were acknowledged."""
+        """Every whole record (see `records`)."""
+        return list(self.records())
+
+    def records(self) -> Iterator[Record]:
+        """Every whole record, read from the file as they are taken (a replay holds one record
+        at a time, not the whole journal). A torn tail (a write cut short by a kill) is cut
+        off once the whole records are taken; damage before the last record is refused with
+        `JournalError` when it is reached: the records after it were acknowledged."""
+        if not self.path.exists():
+            return
         try:
-            data = self.path.read_bytes() if self.path.exists() else b""
+            file = self.path.open("rb")
         except OSError as error:
             raise JournalError(f"{self.path} cannot be read: {error.strerror}") from None
-        found, good = _records(data)
-        if good < len(data):
-            if not _torn_tail(data, good):
-                raise JournalError(
-                    f"{self.path} is damaged at byte {good} of {len(data)}, before its last "
-                    "record: restore it from a copy, or move it away to start empty"
-                )
-            with self.path.open("r+b") as file:
-                file.truncate(good)
-        return found
+        with file:
+            good = 0
+            while (record := _next_record(file)) is not None:
+                good = self.position = file.tell()
+                yield record
+            file.seek(good)
+            rest = file.read()
+        if not rest:
+            return
+        if not _torn_tail(rest, 0):
+            raise JournalError(
+                f"{self.path} is damaged at byte {good} of {good + len(rest)}, before its last "
+                "record: restore it from a copy, or move it away to start empty"
+            )
+        with self.path.open("r+b") as damaged:
+            damaged.truncate(good)
 
     def append(self, record: Record) -> None:
         """Write `record` whole, or leave the file as it was and raise."""
@@ -232,12 +247,39 @@ class Journal:
         if self._fd is not None:
             os.fsync(self._fd)
 
+    def size(self) -> int:
+        """The journal's length in bytes, as written so far."""
+        if self._fd is not None:
+            return os.fstat(self._fd).st_size
+        return self.path.stat().st_size if self.path.exists() else 0
+
     def rewrite(self, records: Iterable[Record]) -> None:
         """Replace the journal with `records`, atomically."""
-        fresh = self.path.with_suffix(".compacting")
+        self.finish_rewrite(self.write_fresh(records), self.size())
+
+    def write_fresh(self, records: Iterable[Record]) -> Path:
+        """The first half of a rewrite, which needs no lock: `records` (the state as of some
+        moment) in a file beside the journal, on disk. Until `finish_rewrite` renames it, a
+        crash leaves the journal as it was (and the file is removed when the journal is next
+        opened)."""
+        fresh = self.path.with_suffix(COMPACTING_SUFFIX)
         with os.fdopen(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:
             for record in records:
                 file.write(record.encode())
+            file.flush()
+            os.fsync(file.fileno())
+        return fresh
+
+    def finish_rewrite(self, fresh: Path, since: int) -> None:
+        """The second half, under the lock that orders the records: the records appended
+        since the state was taken (from byte `since` on) follow it into the fresh file, which
+        then replaces the journal."""
+        with open(fresh, "ab") as file:
+            if since < self.size():
+                with self.path.open("rb") as current:
+                    current.seek(since)
+                    while block := current.read(1 << 20):
+                        file.write(block)
             file.flush()
             os.fsync(file.fileno())
         if self._fd is not None:

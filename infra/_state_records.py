@@ -10,6 +10,7 @@ they live in (moto files a request by its credential scope, and checks no signat
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import quote
 
 from ._journal import Record
@@ -54,22 +55,18 @@ def _put_object(bucket: str, key: str, body: bytes) -> Record:
     )
 
 
-def item_records(tables: set[str]) -> Iterator[Record]:
-    """A PutItem for every item of the `tables` named, in every account and region."""
+def _tables(names: set[str]) -> Iterator[tuple[str, Any]]:
+    """(region, table) for every table of those named, in every account and region."""
     from moto.dynamodb.models import dynamodb_backends
-    from moto.dynamodb.models.utilities import dynamo_to_dict
 
     for account in dynamodb_backends.values():
         for region, backend in account.items():
             for table in backend.tables.values():
-                if table.name not in tables:
-                    continue
-                for item in table.all_items():
-                    yield _put_item(region, table.name, dynamo_to_dict(item.attrs))
+                if table.name in names:
+                    yield region, table
 
 
-def object_records(buckets: set[str]) -> Iterator[Record]:
-    """A PutObject for the current version of every object of the `buckets` named."""
+def _buckets(names: set[str]) -> Iterator[Any]:
     from moto.s3.models import s3_backends
 
     seen: set[int] = set()
@@ -79,9 +76,40 @@ def object_records(buckets: set[str]) -> Iterator[Record]:
                 continue
             seen.add(id(backend))
             for bucket in backend.buckets.values():
-                if bucket.name not in buckets:
-                    continue
-                for name in list(bucket.keys):
-                    current = bucket.keys[name]
-                    if hasattr(current, "value"):  # not a delete marker
-                        yield _put_object(bucket.name, name, current.value)
+                if bucket.name in names:
+                    yield bucket
+
+
+def _current_objects(bucket: Any) -> Iterator[tuple[str, Any]]:
+    from moto.s3.models import FakeDeleteMarker
+
+    for name in list(bucket.keys):
+        current = bucket.keys[name]
+        if not isinstance(current, FakeDeleteMarker):
+            yield name, current
+
+
+def item_records(tables: set[str]) -> Iterator[Record]:
+    """A PutItem for every item of the `tables` named, in every account and region."""
+    from moto.dynamodb.models.utilities import dynamo_to_dict
+
+    for region, table in _tables(tables):
+        for item in table.all_items():
+            yield _put_item(region, table.name, dynamo_to_dict(item.attrs))
+
+
+def object_records(buckets: set[str]) -> Iterator[Record]:
+    """A PutObject for the current version of every object of the `buckets` named."""
+    for bucket in _buckets(buckets):
+        for name, current in _current_objects(bucket):
+            yield _put_object(bucket.name, name, current.value)
+
+
+def held_bytes(tables: set[str], buckets: set[str]) -> int:
+    """About what the items and objects of those tables and buckets take: the size of what a
+    compacted journal would hold."""
+    items = sum(item.size() for _, table in _tables(tables) for item in table.all_items())
+    objects = sum(
+        current.size for bucket in _buckets(buckets) for _, current in _current_objects(bucket)
+    )
+    return items + objects

@@ -7,18 +7,21 @@ every request under one lock makes it linearizable, which the store's correctnes
 
 from __future__ import annotations
 
+import ctypes
 import io
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from ._in_process import InProcessTransport, status_code
-from ._journal import JournalError
+from ._journal import JOURNAL_NAME, Journal, JournalError, JournalInUse
 
-__all__ = ["IN_PROCESS_ENDPOINT", "Emulator", "JournalError"]
+__all__ = ["IN_PROCESS_ENDPOINT", "JOURNAL_NAME", "Emulator", "JournalError", "JournalInUse"]
 
 # The endpoint in-process clients are configured with: never dialled (their requests are
 # answered before botocore would open a connection). An address, not a name, so that S3 keeps
@@ -26,6 +29,10 @@ __all__ = ["IN_PROCESS_ENDPOINT", "Emulator", "JournalError"]
 IN_PROCESS_ENDPOINT = "http://127.0.0.1:9"
 # A journal longer than this many records is compacted when the emulator starts.
 COMPACT_AFTER_RECORDS = 10_000
+# While it runs, a journal is compacted once it is this long and at least twice what the
+# emulator holds: mostly history (deleted streams, chunks sealed into segments, the stream
+# items each append rewrote).
+COMPACT_MIN_BYTES = 64 * 1024 * 1024
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -48,6 +55,9 @@ class _LockedApp:
         self.app = app
         self.lock = _MOTO_LOCK
         self.journal: Any = None  # a `_journal.Journal`, set once replayed
+        # The journaled requests that made or changed tables and buckets: a compaction writes
+        # them out first, as they came.
+        self.resources: list[Any] = []
         # Why requests are refused: the emulator stopped, or its journal could not be written
         # (memory now holds a change the journal lacks: nothing more may be acknowledged).
         self.refusal: str | None = None
@@ -83,6 +93,8 @@ class _LockedApp:
                 except OSError as error:
                     self.refusal = f"the journal could not be written: {error}"
                     return _refuse(start_response, self.refusal)
+                if not record.changes_items:
+                    self.resources.append(record)
         start_response(*answered[0][:2], *answered[0][2])
         return content
 
@@ -99,6 +111,27 @@ def _request_body(environ: dict[str, Any]) -> bytes:
 def _refuse(start_response: Any, reason: str) -> list[bytes]:
     start_response(_UNAVAILABLE, [("Content-Type", "text/plain")])
     return [f"embedded emulator: {reason}".encode()]
+
+
+def release_freed_memory() -> None:
+    """Hand the memory a replay or a compaction freed back to the operating system. glibc
+    keeps freed blocks below its mmap threshold (every item and object under 128 KiB) in the
+    heap, so the server's resident size stayed at its high-water mark after a compaction."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: nothing to do
+        return
+    libc.malloc_trim(0)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """How far a replay of the journal has got."""
+
+    records: int
+    read_bytes: int
+    journal_bytes: int
+    seconds: float
 
 
 def _call(app: Any, environ: dict[str, Any]) -> int:
@@ -118,8 +151,11 @@ class Emulator:
         port: int = 0,
         middleware: Callable[[Any], Any] | None = None,
         data_dir: Path | None = None,
+        compact_min_bytes: int = COMPACT_MIN_BYTES,
+        progress: Callable[[Replay], None] | None = None,
     ) -> None:
-        """`middleware`, if given, wraps the WSGI app (benchmarks count calls with it)."""
+        """`middleware`, if given, wraps the WSGI app (benchmarks count calls with it).
+        `progress` hears how a replay of the journal goes, every second after the first."""
         from moto.server import DomainDispatcherApplication, create_backend_app
 
         from . import (
@@ -147,36 +183,104 @@ class Emulator:
         self._host, self._port = host, port
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self.compact_min_bytes = compact_min_bytes
+        self.progress = progress
+        self._compacting = threading.Lock()
         if data_dir is not None:
             self._open_journal(data_dir)
 
     def _open_journal(self, data_dir: Path) -> None:
-        from ._journal import Journal, created_resources, resource_records
-        from ._state_records import item_records, object_records
-
         journal = Journal(data_dir)
         try:
             # Under moto's lock, as every request: other emulators of the process share moto.
             with self._locked.lock:
-                records = journal.read()
-                self._replay(journal, records)
-                if len(records) > COMPACT_AFTER_RECORDS:
-                    tables, buckets = created_resources(records)
-                    resources = resource_records(records)
-                    journal.rewrite([*resources, *item_records(tables), *object_records(buckets)])
+                replayed = self._replay(journal)
+                if replayed > COMPACT_AFTER_RECORDS or self._mostly_history(journal):
+                    journal.rewrite(self._state_records())
         except BaseException:
             journal.close()
             raise
         self._locked.journal = journal
+        release_freed_memory()
 
-    def _replay(self, journal: Any, records: list[Any]) -> None:
-        for number, record in enumerate(records):
+    def _state_records(self) -> list[Any]:
+        """The requests that rebuild what the journal's tables and buckets hold now (under
+        moto's lock)."""
+        from ._journal import created_resources
+        from ._state_records import item_records, object_records
+
+        resources = self._locked.resources
+        tables, buckets = created_resources(resources)
+        return [*resources, *item_records(tables), *object_records(buckets)]
+
+    def compact_if_mostly_history(self) -> bool:
+        """Compact the journal if it is `compact_min_bytes` long or more and at least twice
+        what the emulator holds; whether it did. Called after the background sweeps removed
+        or rewrote something; weighing what the emulator holds takes moto's lock for about
+        a millisecond per thousand items and objects. Safe beside requests: see `compact`."""
+        journal = self._locked.journal
+        if journal is None or journal.size() < self.compact_min_bytes:
+            return False
+        with self._locked.lock:
+            if not self._mostly_history(journal):
+                return False
+        self.compact()
+        return True
+
+    def _mostly_history(self, journal: Any) -> bool:
+        """Under moto's lock: whether the journal is long and twice what it rebuilds."""
+        from ._journal import created_resources
+        from ._state_records import held_bytes
+
+        size = journal.size()
+        if size < self.compact_min_bytes:
+            return False
+        return size >= 2 * held_bytes(*created_resources(self._locked.resources))
+
+    def compact(self) -> None:
+        """Rewrite the journal as the requests that rebuild the current state. The state is
+        taken under moto's lock (the items encoded, the objects' bytes referenced), written
+        out without it, and the records journaled meanwhile are added under the lock again
+        before the rename: requests wait only for the state to be taken and for that tail.
+        A crash at any point leaves either the old journal or the new one, whole."""
+        with self._compacting:
+            locked = self._locked
+            with locked.lock:
+                journal = locked.journal
+                if journal is None:
+                    return
+                records = self._state_records()
+                since = journal.size()
+            fresh = journal.write_fresh(records)
+            del records
+            with locked.lock:
+                if locked.journal is not journal:  # stopped meanwhile
+                    fresh.unlink(missing_ok=True)
+                    return
+                journal.finish_rewrite(fresh, since)
+        release_freed_memory()
+
+    def _replay(self, journal: Journal) -> int:
+        """Apply the journal's records in order, one read from the file at a time; how many.
+        Keeps the resource records (a compaction writes them out first), and tells
+        `progress` how far it got every second once it has taken longer than one."""
+        started = time.monotonic()
+        told = started + 1.0
+        total = journal.size()
+        number = 0
+        for number, record in enumerate(journal.records(), start=1):
             status = _call(self._locked.app, record.wsgi_environ())
             if status != record.status:
                 raise JournalError(
-                    f"{journal.path}: record {number} ({record.action or 'S3'}) answered "
+                    f"{journal.path}: record {number - 1} ({record.action or 'S3'}) answered "
                     f"{status} on replay, {record.status} when it was first made"
                 )
+            if not record.changes_items:
+                self._locked.resources.append(record)
+            if self.progress is not None and time.monotonic() >= told:
+                told = time.monotonic() + 1.0
+                self.progress(Replay(number, journal.position, total, time.monotonic() - started))
+        return number
 
     def connect(self, client: Any) -> Any:
         """Answer every request of a boto3 `client` here, without a socket; returns it."""

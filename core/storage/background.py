@@ -1,5 +1,6 @@
-"""Sealing inside a long-running server (`dsaws serve`): the sealer's sweep on a timer, in a
-thread of its own. A deployment runs the same sweep as a scheduled function instead."""
+"""Background work inside a long-running server (`dsaws serve`): the sealer's sweep and the
+collector's, each on a timer in a thread of its own. A deployment runs the same sweeps as
+scheduled functions instead."""
 
 from __future__ import annotations
 
@@ -8,10 +9,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
+from .gc import Collector
 from .sealer import Sealer
 
-logger = logging.getLogger("dsaws.sealer")
+logger = logging.getLogger("dsaws.background")
+
+
+class Report(Protocol):
+    def as_dict(self) -> dict[str, int]: ...
 
 
 @dataclass(frozen=True)
@@ -24,19 +31,31 @@ class QuietWait:
     longest: float = 30.0
 
 
-class BackgroundSealer:
-    """`quiet`: each sweep first waits for it. On the embedded emulator a sweep competes with
-    the requests for the emulator's one lock and the process's one interpreter; a reader that
-    catches up on a stream while it is sealed gets its pages about half as fast."""
+class BackgroundSweep:
+    """`sweep` every `interval` seconds, after waiting for `quiet` when given. On the embedded
+    emulator a sweep competes with the requests for the emulator's one lock and the process's
+    one interpreter; a reader that catches up on a stream while it is sealed gets its pages
+    about half as fast. `after` runs once a sweep that did something has finished."""
 
-    def __init__(self, sealer: Sealer, interval: float, quiet: QuietWait | None = None) -> None:
-        self.sealer = sealer
+    def __init__(
+        self,
+        name: str,
+        sweep: Callable[[], Report],
+        interval: float,
+        quiet: QuietWait | None = None,
+        after: Callable[[], None] | None = None,
+        did_work: Callable[[Report], bool] = lambda report: any(report.as_dict().values()),
+    ) -> None:
+        self.name = name
+        self.did_work = did_work
+        self.sweep = sweep
         self.interval = interval
         self.quiet = quiet
+        self.after = after
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="sealer", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
-    def start(self) -> BackgroundSealer:
+    def start(self) -> BackgroundSweep:
         self._thread.start()
         return self
 
@@ -49,12 +68,13 @@ class BackgroundSealer:
             try:
                 if not self._wait_until_quiet():
                     return
-                report = self.sealer.run()
+                report = self.sweep()
+                if self.did_work(report):
+                    logger.info("%s: %s", self.name, report.as_dict())
+                    if self.after is not None:
+                        self.after()
             except Exception:  # a failed sweep is retried by the next one
-                logger.exception("sealing failed")
-                continue
-            if report.segments_written:
-                logger.info("sealed: %s", report.as_dict())
+                logger.exception("%s failed", self.name)
 
     def _wait_until_quiet(self) -> bool:
         """False when stopped meanwhile."""
@@ -68,3 +88,37 @@ class BackgroundSealer:
             if self._stop.wait(min(self.quiet.seconds - idle, left)):
                 return False
         return True
+
+
+class BackgroundSealer(BackgroundSweep):
+    """The sealer's sweep. `after`: what to do once segments were written (the chunks they
+    replaced are history in the embedded emulator's journal)."""
+
+    def __init__(
+        self,
+        sealer: Sealer,
+        interval: float,
+        quiet: QuietWait | None = None,
+        after: Callable[[], None] | None = None,
+    ) -> None:
+        def sealed(report: Report) -> bool:
+            return bool(report.as_dict().get("segments_written"))
+
+        super().__init__("sealing", sealer.run, interval, quiet, after, did_work=sealed)
+        self.sealer = sealer
+
+
+class BackgroundCollector(BackgroundSweep):
+    """The collector's sweep: deleted and expired streams' data, and orphaned uploads, go
+    after the same grace as in a deployment. `after`: what to do once something was removed
+    (the embedded emulator compacts its journal when that is now mostly history)."""
+
+    def __init__(
+        self,
+        collector: Collector,
+        interval: float,
+        quiet: QuietWait | None = None,
+        after: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__("collecting", collector.run, interval, quiet, after)
+        self.collector = collector

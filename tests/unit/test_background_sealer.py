@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from durable_streams_aws.core.http.middleware import RequestActivity
-from durable_streams_aws.core.storage.background import BackgroundSealer, QuietWait
+from durable_streams_aws.core.storage.background import BackgroundSealer, BackgroundSweep, QuietWait
 
 
 class _Report:
@@ -106,3 +106,40 @@ def test_the_clock_counts_a_response_sending_its_body_as_work() -> None:
 
     asyncio.run(activity.around(streams)({"type": "http"}, None, sent))
     assert max(idle_while_sending) < 0.05
+
+
+class _Sweep:
+    """Reports work on some runs, fails on others."""
+
+    def __init__(self, outcomes: list[str]) -> None:
+        self.outcomes = outcomes
+        self.done = threading.Event()
+
+    def __call__(self) -> Any:
+        outcome = self.outcomes.pop(0) if self.outcomes else "idle"
+        if not self.outcomes:
+            self.done.set()
+        if outcome == "fail":
+            raise RuntimeError("a sweep that failed")
+        removed = 1 if outcome == "work" else 0
+
+        class Report:
+            def as_dict(self) -> dict[str, int]:
+                return {"removed": removed}
+
+        return Report()
+
+
+def test_what_follows_a_sweep_runs_only_after_one_that_did_something() -> None:
+    """The collector's sweep is followed by the journal's compaction check, but only when it
+    removed something; a failed sweep is logged and the next one runs."""
+    sweep = _Sweep(["idle", "work", "fail", "idle", "work", "idle"])
+    followed: list[int] = []
+    background = BackgroundSweep("test", sweep, 0.01, after=lambda: followed.append(1))
+    background.start()
+    try:
+        assert sweep.done.wait(5)
+        time.sleep(0.05)
+    finally:
+        background.stop()
+    assert followed == [1, 1]

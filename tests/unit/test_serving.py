@@ -31,13 +31,19 @@ def prepared() -> Iterator[list[Serving]]:
     made: list[Serving] = []
     yield made
     for serving in made:
-        if serving.sealing is not None:
-            serving.sealing.stop()
+        serving.stop()
 
 
-def _prepare(made: list[Serving], embedded: bool, interval: float = 3600) -> Serving:
+def _prepare(
+    made: list[Serving],
+    embedded: bool,
+    interval: float = 3600,
+    collect_interval: float = 3600,
+    compact: Any = None,
+) -> Serving:
     store = SimpleNamespace(dynamodb=None, s3=None, table="t", bucket="b")  # no sweep runs
-    serving = prepare(_app, Settings(seal_interval=interval), store, embedded)  # type: ignore[arg-type]
+    settings = Settings(seal_interval=interval, collect_interval=collect_interval)
+    serving = prepare(_app, settings, store, embedded, compact)  # type: ignore[arg-type]
     made.append(serving)
     return serving
 
@@ -65,7 +71,23 @@ def test_against_aws_sweeps_do_not_wait_and_the_app_is_served_as_it_is(
 
 def test_no_sealer_when_sealing_is_off(prepared: list[Serving]) -> None:
     serving = _prepare(prepared, embedded=True, interval=0)
-    assert serving.sealing is None and serving.asgi is _app
+    assert serving.sealing is None and serving.collecting is not None
+    serving = _prepare(prepared, embedded=True, interval=0, collect_interval=0)
+    assert serving.sealing is None and serving.collecting is None and serving.asgi is _app
+
+
+def test_the_collector_sweeps_beside_the_sealer_and_compacts_after_it_removed_something(
+    prepared: list[Serving],
+) -> None:
+    def compact() -> None:
+        pass
+
+    serving = _prepare(prepared, embedded=True, compact=compact)
+    assert serving.collecting is not None and serving.sealing is not None
+    assert serving.collecting.quiet is serving.sealing.quiet is not None
+    assert serving.collecting.after is compact and serving.collecting.interval == 3600
+    serving = _prepare(prepared, embedded=False)
+    assert serving.collecting is not None and serving.collecting.quiet is None
 
 
 def test_what_the_server_built_is_frozen_and_one_policy_is_installed(
