@@ -12,6 +12,11 @@ The collector waits `--grace` seconds (DS_COLLECT_GRACE_SECONDS; a deployment's 
 hour) so that an afternoon fits in minutes.
 
     python -m benchmarks.embedded_lifecycle [--rounds 10] [--round-mb 50] [--grace 3]
+
+With `--startup MB`, it measures start-up alone instead: MB of live streams written in
+`--append-kib` appends (20 streams), the server stopped, and started again three times.
+
+    python -m benchmarks.embedded_lifecycle --startup 100 [--append-kib 64]
 """
 
 from __future__ import annotations
@@ -95,10 +100,12 @@ class Server:
         self.log.close()
 
 
-def write_stream(client: httpx.Client, url: str, megabytes: float, seed: int) -> None:
+def write_stream(
+    client: httpx.Client, url: str, megabytes: float, seed: int, append: int = APPEND_BYTES
+) -> None:
     client.put(url).raise_for_status()
-    part = bytes([seed % 251]) * APPEND_BYTES
-    for _ in range(int(megabytes * MB) // APPEND_BYTES):
+    part = bytes([seed % 251]) * append
+    for _ in range(int(megabytes * MB) // append):
         client.post(url, content=part).raise_for_status()
 
 
@@ -171,6 +178,31 @@ def run(rounds: int, round_mb: float, grace: float, interval: float, data_dir: P
         )
 
 
+def startup(megabytes: float, append_kib: int, data_dir: Path) -> None:
+    """Start-up times of a server holding `megabytes` of live streams."""
+    streams = 20
+    headers = {"Content-Type": "application/octet-stream"}
+    server = Server(data_dir, 3600, 60)
+    try:
+        with httpx.Client(timeout=60, headers=headers) as client:
+            for index in range(streams):
+                url = server.url(f"live/{index}")
+                write_stream(client, url, megabytes / streams, index, append_kib * 1024)
+        time.sleep(15)  # the sealer's sweeps
+    finally:
+        server.stop()
+    journal = (data_dir / "journal.bin").stat().st_size / MB
+    print(
+        f"{megabytes:g} MB live in {append_kib} KiB appends ({streams} streams), journal "
+        f"{journal:,.1f} MB"
+    )
+    for attempt in range(3):
+        server = Server(data_dir, 3600, 60)
+        memory = server.memory_mb()
+        server.stop()
+        print(f"start-up {attempt + 1}: {server.startup:.2f} s, server memory {memory:,.0f} MB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=10)
@@ -178,7 +210,13 @@ def main() -> None:
     parser.add_argument("--grace", type=float, default=3.0)
     parser.add_argument("--interval", type=float, default=1.0)
     parser.add_argument("--data-dir", type=Path, help="default: a fresh temporary directory")
+    parser.add_argument("--startup", type=float, help="measure start-up with this many MB live")
+    parser.add_argument("--append-kib", type=int, default=64)
     args = parser.parse_args()
+    if args.startup is not None:
+        with tempfile.TemporaryDirectory(prefix="dsaws-startup-") as directory:
+            startup(args.startup, args.append_kib, Path(directory))
+        return
     if args.data_dir is not None:
         run(args.rounds, args.round_mb, args.grace, args.interval, args.data_dir)
         return

@@ -309,7 +309,8 @@ CASES = [
     ),
     Case("offset-long", "GET", f"{BASE}/text?offset={'9' * 5000}"),
     Case("offset-twice", "GET", f"{BASE}/text?offset=-1&offset=now"),
-    Case("offset-past-tail", "GET", f"{BASE}/text?offset=0000000000000000_0000000000999999"),
+    # Exact: a plain offset past the tail reads as the tail (the append still to come).
+    Case("offset-past-tail", "GET", f"{BASE}/text?offset=0000000000000000_0000000000999999_i"),
     Case("live-unknown", "GET", f"{BASE}/text?offset=-1&live=forever"),
     Case("live-twice", "GET", f"{BASE}/text?offset=-1&live=sse&live=long-poll"),
     Case("live-without-offset", "GET", f"{BASE}/text?live=long-poll"),
