@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import struct
+import uuid
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -190,8 +191,9 @@ class Journal:
         self._fd: int | None = None
         self._closed = False
         self.position = 0  # how far `records` has read
-        # A rewrite a crash interrupted before its rename: the journal itself is whole.
-        self.path.with_suffix(COMPACTING_SUFFIX).unlink(missing_ok=True)
+        # Rewrites a crash interrupted before their rename: the journal itself is whole.
+        for leftover in directory.glob(f"*{COMPACTING_SUFFIX}"):
+            leftover.unlink(missing_ok=True)
 
     def read(self) -> list[Record]:
         """Every whole record (see `records`)."""
@@ -262,8 +264,10 @@ class Journal:
         moment) in a file beside the journal, on disk. Until `finish_rewrite` renames it, a
         crash leaves the journal as it was (and the file is removed when the journal is next
         opened)."""
-        fresh = self.path.with_suffix(COMPACTING_SUFFIX)
-        with os.fdopen(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:
+        # A name of its own: a compaction of an earlier holder of the directory may still be
+        # winding down, and must not meet this one's file.
+        fresh = self.path.with_name(f"{self.path.stem}.{uuid.uuid4().hex}{COMPACTING_SUFFIX}")
+        with os.fdopen(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as file:
             for record in records:
                 file.write(record.encode())
             file.flush()
@@ -274,7 +278,8 @@ class Journal:
         """The second half, under the lock that orders the records: the records appended
         since the state was taken (from byte `since` on) follow it into the fresh file, which
         then replaces the journal."""
-        with open(fresh, "ab") as file:
+        with open(fresh, "r+b") as file:
+            file.seek(0, os.SEEK_END)
             if since < self.size():
                 with self.path.open("rb") as current:
                     current.seek(since)

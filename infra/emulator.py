@@ -306,7 +306,9 @@ class Emulator:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-        with self._locked.lock:
+        # A compaction under way finishes (or gives up) before the journal's lock is let go:
+        # the next holder of the directory must not meet its file.
+        with self._compacting, self._locked.lock:
             journal, self._locked.journal = self._locked.journal, None
             if journal is not None:
                 self._locked.refusal = "the emulator has stopped"

@@ -69,7 +69,7 @@ class SseSessions:
                 # Shared: every session woken by the same append reads the same new bytes.
                 batch = await self.reads.read(current, position, self.max_read_bytes, whole)
                 event, batch = self._data_event(batch, current.content_type)
-                if batch.end == position:
+                if batch.end == batch.start:
                     return  # nothing could be read although the tail is ahead: never spin
                 position, inside, whole = batch.end, batch.inside, False
                 at_tail = position >= current.tail

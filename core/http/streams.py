@@ -467,7 +467,9 @@ class StreamEndpoints:
                 raise bad_request("until is not at a message boundary")
         else:
             empty = () if is_json(info.content_type) else None
-            batch = ReadBatch(position, position, messages=empty)
+            # Nothing to return: the offset handed back is the one asked at, exact or not.
+            exact = read.start.kind is StartKind.POSITION and not whole
+            batch = ReadBatch(position, position, messages=empty, exact_empty=exact)
         batch, body = fit_read(
             batch,
             r.read_body,

@@ -190,12 +190,16 @@ class ReadBatch:
     data: bytes = b""
     messages: tuple[bytes, ...] | None = None
     ends: tuple[int, ...] = ()
+    # An empty batch read at an exact offset (one cut inside an append): named the same way.
+    exact_empty: bool = False
 
     @property
     def inside(self) -> bool:
         """The batch ends inside an append (its end is named with an exact offset)."""
-        if self.messages is not None or self.end == self.start:
+        if self.messages is not None:
             return False
+        if self.end == self.start:
+            return self.exact_empty
         return not self.ends_at(self.end)
 
     def head(self, count: int) -> ReadBatch:

@@ -118,3 +118,16 @@ def test_bad_bounds_are_refused(client: TestClient, query: str) -> None:
     append(client, url, b"abc", TEXT)
     answer = client.get(f"{url}?{query}")
     assert answer.status_code == 400 and len(answer.content) < 300
+
+
+def test_an_empty_range_at_an_exact_offset_names_it_exactly(client: TestClient) -> None:
+    """A client whose bound is an offset cut inside an append reaches it: the empty read there
+    hands the same exact offset back (a plain one would read the append from its start)."""
+    url = "/v1/stream/exact-bound"
+    client.put(url, headers=TEXT)
+    start = append(client, url, b"ab", TEXT)
+    append(client, url, b"0123456789", TEXT)
+    cut = client.get(url, params={"offset": start}).headers["stream-next-offset"]
+    assert cut.endswith("_i")
+    answer = client.get(url, params={"offset": cut, "until": cut})
+    assert answer.content == b"" and answer.headers["stream-next-offset"] == cut
