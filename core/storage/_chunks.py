@@ -292,43 +292,62 @@ class ChunkStore:
 
     def _take_sealed_bytes(self, segment: Chunk, span: Span) -> tuple[Taken | None, int, int, int]:
         """Bytes of a sealed segment within [lo, hi): the whole pages that fit the budget, one
-        ranged GET (headers included, which say where appends end); the first page cut to the
-        budget when it is the first of a response and does not fit whole."""
+        ranged GET of the object's bytes; the first page cut to the budget when it is the first
+        of a response and does not fit whole. Pages hold whole appends; where each one begins
+        inside a page is read from the object's trailer only for a read that starts inside a
+        page and must start at its append (one small GET more)."""
         assert segment.pages is not None and segment.s3_key is not None
         directory = segment.pages
         first_page = layout.page_at(directory, span.lo)
+        head = directory[first_page]
+        lo, head_units = span.lo, None
+        if span.snap and head.count and head.position < lo < head.end:
+            if head.count == 1:
+                lo = head.position
+            else:
+                units = list(_spans(head.position, self._trailer_lengths(segment, head)))
+                lo = max(a for a, _ in units if a <= span.lo)
+                head_units = tuple(b - a for a, b in units if a >= lo)
         last_page, estimate = first_page - 1, 0
         for index in range(first_page, len(directory)):
             page = directory[index]
-            begin = page.position if span.snap else max(span.lo, page.position)
-            size = min(page.end, span.hi) - begin
+            size = min(page.end, span.hi) - max(lo, page.position)
             if page.position >= span.hi or estimate + size > span.budget:
                 break
             last_page, estimate = index, estimate + size
-        head = directory[first_page]
         if last_page < first_page:
             if not span.first:
                 return None, span.lo, span.lo, span.budget
             last_page = first_page
-            stop = head.data_offset + min(span.hi, span.lo + span.budget) - head.position
+            stop = head.data_offset + min(span.hi, lo + span.budget) - head.position
+            if head_units is None and head.count > 1:
+                # Cut short: between the appends that fit, so where they end is needed.
+                units = _spans(head.position, self._trailer_lengths(segment, head))
+                head_units = tuple(b - max(a, lo) for a, b in units if b > lo)
         else:
             stop = directory[last_page].object_end
-        begin = head.offset if head.count else head.data_offset + span.lo - head.position
+        begin = head.data_offset + lo - head.position
         raw = self._s3_get(segment.s3_key, _range(begin, stop))
         runs = []
         for page in directory[first_page : last_page + 1]:
-            # The first page's part starts at `begin` and the last may stop short at `stop`.
-            start = max(page.offset, begin) - begin
-            part = raw[start : min(page.object_end, stop) - begin]
-            if page.count:
-                size = page.data_offset - page.offset
-                lengths = items.unpack_lengths(part[:size])
-                runs.append(_Run(page.position, part[size:], lengths))
-            else:
-                runs.append(
-                    _Run(max(page.position, span.lo) if page is head else page.position, part)
-                )
-        return take_runs(runs, span)
+            start = max(page.position, lo)
+            at = page.data_offset + start - page.position - begin
+            part = raw[at : min(page.object_end, stop) - begin]
+            lengths: tuple[int, ...] | None = None  # appends not known: cut anywhere
+            if page is head and head_units is not None:
+                lengths = head_units
+            elif page.count:
+                # The rest of the page as one append: it ends where an append does, and a
+                # cut inside it is named exactly.
+                lengths = (page.end - start,)
+            runs.append(_Run(start, part, lengths))
+        return take_runs(runs, replace(span, lo=lo, snap=False))
+
+    def _trailer_lengths(self, segment: Chunk, page: layout.Page) -> tuple[int, ...]:
+        """The lengths of a sealed page's appends, from the object's trailer."""
+        assert segment.s3_key is not None and page.lengths_at is not None
+        end = page.lengths_at + layout.LENGTH_BYTES * page.count
+        return items.unpack_lengths(self._s3_get(segment.s3_key, _range(page.lengths_at, end)))
 
     def boundaries(self, info: StreamInfo, start: int, end: int) -> Iterator[int]:
         """The positions strictly between `start` and `end` where stored chunks, and the pages

@@ -1,16 +1,18 @@
 """The layout of a sealed segment: one S3 object holding a run of a stream's bytes, in pages.
 
-A page holds whole units only: messages for JSON streams, appends for others. It starts with a
-header, the packed lengths of its units, followed by their bytes, so a reader knows where each
-append began (a read at an offset inside one starts at its start, and responses end between
-appends). The page directory (where each page starts, in stream positions, and how many units
-it holds) is small and lives in the segment's DynamoDB item, so a reader knows which object
-bytes to ask for before asking: a run of whole pages, headers included, is one ranged GET.
+A page holds whole units only: messages for JSON streams, appends for others. A JSON page starts
+with a header, the packed lengths of its messages, followed by their bytes. The object of any
+other stream starts with exactly the stream's bytes, so any range of positions is one ranged
+GET (and readers of earlier versions, which read such objects as bare bytes, read them right);
+the lengths of its appends follow all the bytes, page after page, in a trailer, so a reader can
+tell where an append began when it must (a read at an offset inside one starts at its start).
+The page directory (where each page starts, in stream positions, and how many units it holds,
+with `IN_TRAILER` set when their lengths are in the trailer) is small and lives in the segment's
+DynamoDB item, so a reader knows which object bytes to ask for before asking.
 
-Segments of other streams sealed before appends were recorded have pages without a header
-(a count of 0), cut by size anywhere: their bytes are the object's, and where their appends
-began is not known. Pieces read back from such pages say so (`Piece.lengths` None) and are
-sealed again the same way.
+Segments of other streams sealed before appends were recorded have pages cut by size anywhere,
+with a count of 0: where their appends began is not known. Pieces read back from such pages say
+so (`Piece.lengths` None) and are sealed again the same way.
 """
 
 from __future__ import annotations
@@ -18,24 +20,31 @@ from __future__ import annotations
 import bisect
 import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import _items as items
 
-_ENTRY = struct.Struct("<QI")  # page start position, message count
-LENGTH_BYTES = 4  # one packed message length in a page header
+_ENTRY = struct.Struct("<QI")  # page start position, unit count (| IN_TRAILER)
+LENGTH_BYTES = 4  # one packed unit length
+IN_TRAILER = 1 << 31  # the page's unit lengths are in the object's trailer, not a header
+_COUNT = IN_TRAILER - 1
 
 
 @dataclass(frozen=True)
 class Page:
     position: int  # stream position of its first byte
     end: int  # stream position after its last byte
-    count: int  # messages (0 for streams that are not JSON)
+    count: int  # units: messages (JSON), appends (0: not known)
     offset: int  # object offset of its header (of its bytes, when there is no header)
+    lengths_at: int | None = None  # object offset of its units' lengths in the trailer
+
+    @property
+    def header(self) -> bool:
+        return self.lengths_at is None and self.count > 0
 
     @property
     def data_offset(self) -> int:
-        return self.offset + LENGTH_BYTES * self.count
+        return self.offset + LENGTH_BYTES * self.count if self.header else self.offset
 
     @property
     def object_end(self) -> int:
@@ -78,6 +87,7 @@ class SegmentBuilder:
         self._page_start = start
         self._page_data = bytearray()
         self._page_lengths: list[int] = []
+        self._trailer = bytearray()  # the appends' lengths of a stream that is not JSON
 
     @property
     def size(self) -> int:
@@ -118,14 +128,20 @@ class SegmentBuilder:
 
     def finish(self) -> SegmentBody:
         self._close_page()
-        return SegmentBody(bytes(self._body), bytes(self._directory))
+        return SegmentBody(bytes(self._body + self._trailer), bytes(self._directory))
 
     def _close_page(self) -> None:
         if not self._page_data and not self._page_lengths:
             return
-        self._directory.extend(_ENTRY.pack(self._page_start, len(self._page_lengths)))
-        if self._page_lengths:
-            self._body.extend(items.pack_lengths(tuple(self._page_lengths)))
+        count = len(self._page_lengths)
+        lengths = items.pack_lengths(tuple(self._page_lengths))
+        if self.json_mode:
+            self._directory.extend(_ENTRY.pack(self._page_start, count))
+            self._body.extend(lengths)
+        else:
+            flagged = count | IN_TRAILER if count else 0
+            self._directory.extend(_ENTRY.pack(self._page_start, flagged))
+            self._trailer.extend(lengths)
         self._body.extend(self._page_data)
         self._page_start = self.position
         self._page_data.clear()
@@ -145,11 +161,18 @@ def pages(directory: bytes, end: int) -> tuple[Page, ...]:
     entries = [_ENTRY.unpack_from(directory, i) for i in range(0, len(directory), _ENTRY.size)]
     found: list[Page] = []
     offset = 0
-    for index, (position, count) in enumerate(entries):
+    for index, (position, flagged) in enumerate(entries):
         page_end = entries[index + 1][0] if index + 1 < len(entries) else end
-        page = Page(position, page_end, count, offset)
+        trailer = bool(flagged & IN_TRAILER)
+        page = Page(position, page_end, flagged & _COUNT, offset, 0 if trailer else None)
         found.append(page)
         offset = page.object_end
+    # The trailer follows the bytes: each page's lengths after the previous page's.
+    at = offset
+    for index, page in enumerate(found):
+        if page.lengths_at is not None:
+            found[index] = replace(page, lengths_at=at)
+            at += LENGTH_BYTES * page.count
     return tuple(found)
 
 
@@ -178,9 +201,12 @@ def pieces_of(directory: Sequence[Page], raw: bytes, json_mode: bool) -> list[Pi
     found = []
     for page in directory:
         data = raw[page.data_offset : page.object_end]
-        if page.count or json_mode:
-            header = raw[page.offset : page.data_offset]
-            found.append(Piece(data, items.unpack_lengths(header)))
+        if page.header:
+            found.append(Piece(data, items.unpack_lengths(raw[page.offset : page.data_offset])))
+        elif page.lengths_at is not None:
+            at = page.lengths_at
+            lengths = items.unpack_lengths(raw[at : at + LENGTH_BYTES * page.count])
+            found.append(Piece(data, lengths))
         else:
             found.append(Piece(data))
     return found

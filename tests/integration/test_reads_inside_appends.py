@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import random
+import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -326,3 +327,27 @@ def test_a_plain_offset_past_the_tail_reads_from_the_tail(
     assert answer.headers["stream-up-to-date"] == "true"
     refused = client.get(url, params={"offset": plus_one(tail) + "_i"})
     assert refused.status_code == 400
+
+
+def test_a_sealed_byte_segment_starts_with_exactly_the_streams_bytes(backend: Backend) -> None:
+    """Readers of earlier versions read a segment of a stream that is not JSON as the stream's
+    bytes from the object's start: the appends' lengths follow all of them, in a trailer, and
+    a directory entry flags its pages (which earlier versions never look at for such streams)."""
+    store = instance(backend)
+    expected = filled_stream(store, "layout", BYTES, appends=40, seed=15)
+    Sealer(store, SMALL).seal("layout")
+    info = store.get("layout")
+    assert info is not None
+    sealed = [c for c in store.chunks._chunks(info.segments()[0], 0, None) if c.sealed]
+    assert sealed
+    recorded: list[int] = []
+    for held in sealed:
+        assert held.s3_key is not None and held.pages is not None
+        body = backend.s3.get_object(Bucket=backend.settings.bucket, Key=held.s3_key)
+        data = body["Body"].read()
+        size = held.end - held.start
+        assert data[:size] == expected.data()[held.start : held.end]
+        assert all(page.lengths_at is not None for page in held.pages)
+        trailer = data[size:]
+        recorded.extend(struct.unpack(f"<{len(trailer) // 4}I", trailer))
+    assert recorded == [len(unit) for unit in expected.units][: len(recorded)]
