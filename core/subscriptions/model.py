@@ -39,6 +39,7 @@ class WakeStream:
     acked: int
     tail: int
     incarnation: str | None  # of the stream at the snapshot: an ack applies to it only
+    acked_exact: bool = False  # acked at an offset cut inside an append (named with `_i`)
 
     def report(self) -> dict[str, object]:
         from ..protocol.offsets import format_offset
@@ -46,7 +47,7 @@ class WakeStream:
         return {
             "path": self.path,
             "link_type": self.link_type,
-            "acked_offset": format_offset(self.acked),
+            "acked_offset": format_offset(self.acked, self.acked_exact),
             "tail_offset": format_offset(self.tail),
             "has_pending": self.tail > self.acked,
         }
@@ -104,6 +105,9 @@ class Link:
     explicit: bool
     acked: int
     incarnation: str | None
+    # Acked at an offset cut inside an append: it names that byte exactly (`_i`), and a
+    # worker that resumes there must not start again at the append's start.
+    acked_exact: bool = False
 
     @property
     def link_type(self) -> LinkType:
@@ -124,10 +128,13 @@ class LinkStatus:
     acked: int  # the acked position in the stream's current incarnation
     tail: int
     incarnation: str | None = None  # the stream's current one (None: absent)
+    acked_exact: bool = False  # see `Link.acked_exact`
 
     def snapshot(self) -> WakeStream:
         kind = self.link.link_type.value
-        return WakeStream(self.link.path, kind, self.acked, self.tail, self.incarnation)
+        return WakeStream(
+            self.link.path, kind, self.acked, self.tail, self.incarnation, self.acked_exact
+        )
 
     @property
     def has_pending(self) -> bool:
@@ -138,6 +145,7 @@ class LinkStatus:
 class Ack:
     path: str
     position: int
+    exact: bool = False  # an offset cut inside an append (`_i`)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ def link_statuses(links: Iterable[Link], tails: Mapping[str, StreamTail]) -> tup
         tail = tails.get(link.path, StreamTail(None, 0))
         same = link.incarnation is None or link.incarnation == tail.incarnation
         acked = min(link.acked, tail.tail) if same else 0
-        statuses.append(LinkStatus(link, acked, tail.tail, tail.incarnation))
+        exact = link.acked_exact and acked == link.acked
+        statuses.append(LinkStatus(link, acked, tail.tail, tail.incarnation, exact))
     return tuple(sorted(statuses, key=lambda status: status.link.path))
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..protocol.errors import ProtocolError
-from ..protocol.offsets import format_offset, parse_position
+from ..protocol.offsets import format_offset, parse_offset
 from ..storage.aws import Conflict
 from ._glob import glob_matches, literal_prefix
 from ._tokens import TokenSigner, WakeToken
@@ -644,7 +644,7 @@ class Subscriptions:
         done = request.get("done", False)
         if not isinstance(done, bool):
             raise invalid("done must be true or false")
-        acks = [Ack(path, _position(offset)) for path, offset in parse_acks(request.get("acks"))]
+        acks = [Ack(path, *_position(offset)) for path, offset in parse_acks(request.get("acks"))]
         return self._complete(
             subscription_id, generation, wake_id, acks, done=done, delivery=delivery
         )
@@ -859,11 +859,13 @@ def _stream_list(body: bytes) -> tuple[str, ...]:
     return parse_stream_list(document["streams"])
 
 
-def _position(offset: str) -> int:
+def _position(offset: str) -> tuple[int, bool]:
+    """The byte position an acked offset names, and whether it names it exactly (`_i`)."""
     try:
-        return parse_position(offset)
+        parsed = parse_offset(offset)
     except ProtocolError as exc:
         raise invalid(exc.message) from exc
+    return parsed.at, parsed.exact
 
 
 def stream_report(status: LinkStatus) -> dict[str, Any]:
@@ -871,7 +873,7 @@ def stream_report(status: LinkStatus) -> dict[str, Any]:
     return {
         "path": status.link.path,
         "link_type": status.link.link_type.value,
-        "acked_offset": format_offset(status.acked),
+        "acked_offset": format_offset(status.acked, status.acked_exact),
     }
 
 

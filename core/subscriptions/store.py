@@ -143,15 +143,16 @@ class SubscriptionStore:
             update: dict[str, Any] = {
                 "TableName": self.table,
                 "Key": _link_key(subscription, ack.path),
-                "UpdateExpression": "SET #acked = :at, #linc = :inc",
+                "UpdateExpression": "SET #acked = :at, #linc = :inc, #ackx = :exact",
                 "ConditionExpression": (
                     "attribute_exists(pk) AND "
                     "(attribute_not_exists(#acked) OR #acked < :at OR #linc <> :inc)"
                 ),
-                "ExpressionAttributeNames": {"#acked": "acked", "#linc": "linc"},
+                "ExpressionAttributeNames": {"#acked": "acked", "#linc": "linc", "#ackx": "ackx"},
                 "ExpressionAttributeValues": {
                     ":at": items.n(ack.position),
                     ":inc": items.s(incarnations.get(ack.path) or ""),
+                    ":exact": {"BOOL": ack.exact},
                 },
             }
             actions.append({"Update": update})
@@ -354,6 +355,7 @@ def decode_link(item: items.Item) -> Link:
         explicit=bool(item.get("expl", {}).get("BOOL", False)),
         acked=int(item.get("acked", {}).get("N", "0")),
         incarnation=incarnation,
+        acked_exact=bool(item.get("ackx", {}).get("BOOL", False)),
     )
 
 

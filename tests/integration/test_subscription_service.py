@@ -27,7 +27,7 @@ from durable_streams_aws.core.subscriptions import (
 )
 from durable_streams_aws.core.subscriptions._signing import SigningKey
 from durable_streams_aws.core.subscriptions._tokens import TokenSigner, derive_token_key
-from durable_streams_aws.core.subscriptions.service import LINK_WRITERS_GRACE
+from durable_streams_aws.core.subscriptions.service import LINK_WRITERS_GRACE, stream_report
 from durable_streams_aws.core.subscriptions.store import LINK_PREFIX, SubscriptionStore
 from durable_streams_aws.core.subscriptions.wiring import StreamAccess
 
@@ -762,3 +762,28 @@ def test_failed_tasks_are_handed_back(backend: Backend, clock: FakeClock) -> Non
     assert service.run([notice]) == []
     run_all((service, tasks))
     assert [b["streams"][0]["path"] for b in hook.bodies] == ["jobs/x"]
+
+
+def test_an_ack_cut_inside_an_append_is_kept_exact(backend: Backend, clock: FakeClock) -> None:
+    """A worker that read a response cut inside a large append acks that offset (`_i`): the
+    subscription reports it the same way, so the next worker resumes at that very byte rather
+    than at the append's start; a later plain ack replaces it."""
+    hook = Hook()
+    service, tasks = instance(backend, clock, hook)
+    service.create("s", webhook(lease_ttl_ms=5000), ROOT)
+    create_stream(backend.store, "jobs/x", b"0123456789")
+    service.changed("jobs/x")
+    run_all((service, tasks))
+    wake = hook.bodies[-1]
+    token = f"Bearer {wake['callback_token']}"
+    heartbeat = json.loads(ack_body(wake, "jobs/x", 4))
+    heartbeat["acks"][0]["offset"] = format_offset(4, inside=True)
+    heartbeat["done"] = False
+    service.complete("s", token, json.dumps(heartbeat).encode())
+    _, statuses = service.describe("s")
+    reported = [stream_report(status) for status in statuses]
+    assert reported[0]["acked_offset"] == format_offset(4, inside=True)
+    assert statuses[0].snapshot().report()["acked_offset"] == format_offset(4, inside=True)
+    service.complete("s", token, ack_body(wake, "jobs/x", 10))
+    _, statuses = service.describe("s")
+    assert stream_report(statuses[0])["acked_offset"] == format_offset(10)
