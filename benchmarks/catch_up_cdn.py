@@ -17,50 +17,14 @@ origin bytes and requests per reader, and how many responses a reader needed.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import threading
-import time
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
-import uvicorn
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from benchmarks._processes import free_port
-from durable_streams_aws.core.cdn import LocalCdn, install_nginx
-from durable_streams_aws.core.config import MIB, Settings
-from durable_streams_aws.core.runtime import (
-    build_backend,
-    ensure_resources,
-    use_emulator_credentials,
-)
-from durable_streams_aws.infra.emulator import Emulator
+from benchmarks.cdn_fanout import rig
+from durable_streams_aws.core.config import MIB
 
 APPEND_BYTES = 16 * 1024
-
-
-class OriginBytes:
-    """Counts the body bytes and requests of the reads that reach the origin."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self.bytes = 0
-        self.reads = 0
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "GET":
-            await self.app(scope, receive, send)
-            return
-        self.reads += 1
-
-        async def counted(message: Message) -> None:
-            if message["type"] == "http.response.body":
-                self.bytes += len(message.get("body", b""))
-            await send(message)
-
-        await self.app(scope, receive, counted)
 
 
 @dataclass
@@ -70,34 +34,6 @@ class Row:
     origin_mib_per_reader: float
     origin_reads_per_reader: float
     responses_per_reader: float
-
-
-@contextlib.contextmanager
-def origin(**settings: object) -> Iterator[tuple[OriginBytes, str, str]]:
-    """The origin with `settings`, counted, and the local CDN in front: (counter, origin URL,
-    CDN URL)."""
-    install_nginx()
-    use_emulator_credentials()
-    with Emulator() as emulator:
-        suffix = uuid.uuid4().hex[:10]
-        config = Settings(table=f"catch-{suffix}", bucket=f"catch-{suffix}", **settings)
-        backend = build_backend(config, endpoint=emulator.endpoint)
-        ensure_resources(backend)
-        counter = OriginBytes(backend.app())
-        port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(counter, host="127.0.0.1", port=port, log_level="warning")
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.02)
-        try:
-            with LocalCdn(free_port(), port) as cdn:
-                yield counter, f"http://127.0.0.1:{port}/v1/stream", f"{cdn.base_url}/v1/stream"
-        finally:
-            server.should_exit = True
-            thread.join(timeout=10)
 
 
 def catch_up(client: httpx.Client, url: str) -> tuple[bytes, int]:
@@ -114,9 +50,13 @@ def catch_up(client: httpx.Client, url: str) -> tuple[bytes, int]:
 
 
 def measure(size_mib: float, readers: int, from_start_bytes: int | None, mode: str) -> Row:
-    rig = origin(max_read_from_start_bytes=from_start_bytes)
-    with rig as (counter, origin_url, cdn_url), httpx.Client(timeout=60) as client:
-        url = f"{origin_url}/s"
+    with (
+        rig(max_read_from_start_bytes=from_start_bytes) as running,
+        httpx.Client(timeout=60) as client,
+    ):
+        counter = running.counter
+        url = running.stream_url(running.origin_url, "s")
+        cdn_stream = running.stream_url(running.cdn_url, "s")
         client.headers["Content-Type"] = "application/octet-stream"
         client.put(url).raise_for_status()
         written = b""
@@ -124,10 +64,10 @@ def measure(size_mib: float, readers: int, from_start_bytes: int | None, mode: s
             part = bytes([len(written) // APPEND_BYTES % 251]) * APPEND_BYTES
             client.post(url, content=part).raise_for_status()
             written += part
-        counter.bytes = counter.reads = 0
+        counter.reset()
         responses = 0
         for reader in range(readers):
-            data, taken = catch_up(client, f"{cdn_url}/s")
+            data, taken = catch_up(client, cdn_stream)
             if data != written:
                 raise SystemExit(f"reader {reader} read {len(data)} bytes, not {len(written)}")
             responses += taken
@@ -137,8 +77,8 @@ def measure(size_mib: float, readers: int, from_start_bytes: int | None, mode: s
     return Row(
         size_mib,
         mode,
-        counter.bytes / readers / MIB,
-        counter.reads / readers,
+        counter.read_bytes / readers / MIB,
+        counter.methods["GET"] / readers,
         responses / readers,
     )
 

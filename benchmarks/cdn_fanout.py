@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 import uvicorn
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from benchmarks._processes import free_port
 from benchmarks.aws_calls import CallMeter
@@ -51,23 +51,35 @@ STREAM_HEADERS = ("stream-next-offset", "stream-cursor")
 
 
 class RequestCounter:
-    """Counts the requests that reach the origin, by method, and the read keys they asked for."""
+    """Counts the requests that reach the origin, by method, the read keys they asked for,
+    and the body bytes the reads answered with."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self.methods: Counter[str] = Counter()
         self.reads: Counter[str] = Counter()
+        self.read_bytes = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            self.methods[scope["method"]] += 1
-            if scope["method"] == "GET":
-                self.reads[f"{scope['path']}?{scope['query_string'].decode()}"] += 1
-        await self.app(scope, receive, send)
+        if scope["type"] != "http" or scope["method"] != "GET":
+            if scope["type"] == "http":
+                self.methods[scope["method"]] += 1
+            await self.app(scope, receive, send)
+            return
+        self.methods["GET"] += 1
+        self.reads[f"{scope['path']}?{scope['query_string'].decode()}"] += 1
+
+        async def counted(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                self.read_bytes += len(message.get("body", b""))
+            await send(message)
+
+        await self.app(scope, receive, counted)
 
     def reset(self) -> None:
         self.methods.clear()
         self.reads.clear()
+        self.read_bytes = 0
 
 
 @dataclass

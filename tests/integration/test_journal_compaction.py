@@ -35,6 +35,17 @@ def write_history(emulator: Emulator, table: str, bucket: str, rounds: int = 6) 
         dynamodb.delete_item(TableName=table, Key=key)
 
 
+def assert_a_restart_holds(directory: Path, table: str, bucket: str, held: Any) -> None:
+    """A new emulator on `directory` (moto's copy of the table and bucket forgotten first, as
+    a new process would start) holds `held`."""
+    forget(table, bucket)
+    again = Emulator(data_dir=directory)
+    try:
+        assert contents(again, table, bucket) == held
+    finally:
+        again.stop()
+
+
 def test_a_journal_of_mostly_history_is_compacted_while_the_emulator_runs(
     tmp_path: Path, names: tuple[str, str]
 ) -> None:
@@ -58,12 +69,7 @@ def test_a_journal_of_mostly_history_is_compacted_while_the_emulator_runs(
         held = contents(emulator, table, bucket)
     finally:
         emulator.stop()
-    forget(table, bucket)
-    again = Emulator(data_dir=tmp_path)
-    try:
-        assert contents(again, table, bucket) == held
-    finally:
-        again.stop()
+    assert_a_restart_holds(tmp_path, table, bucket, held)
 
 
 def test_a_journal_of_mostly_live_data_is_left_alone(
@@ -120,12 +126,7 @@ def test_writes_made_while_a_compaction_writes_its_file_are_kept(
         assert held[1]["during"] == b"meanwhile"
     finally:
         emulator.stop()
-    forget(table, bucket)
-    again = Emulator(data_dir=tmp_path)
-    try:
-        assert contents(again, table, bucket) == held
-    finally:
-        again.stop()
+    assert_a_restart_holds(tmp_path, table, bucket, held)
 
 
 # The steps a compaction takes, where a kill may land.
