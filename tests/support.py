@@ -49,9 +49,9 @@ def remove_resources(backend: Backend) -> None:
     backend.s3.delete_bucket(Bucket=bucket)
 
 
-def dsaws(env: dict[str, str], *args: str) -> dict[str, Any]:
-    """Run a `dsaws` command that prints a JSON report (gc, seal), and return the report."""
-    run = subprocess.run(
+def run_dsaws(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run a `dsaws` command in a process of its own, its output captured."""
+    return subprocess.run(
         [sys.executable, "-m", "durable_streams_aws.core.cli", *args],
         cwd=ROOT,
         env=env,
@@ -59,6 +59,11 @@ def dsaws(env: dict[str, str], *args: str) -> dict[str, Any]:
         text=True,
         timeout=120,
     )
+
+
+def dsaws(env: dict[str, str], *args: str) -> dict[str, Any]:
+    """Run a `dsaws` command that prints a JSON report (gc, seal), and return the report."""
+    run = run_dsaws(env, *args)
     assert run.returncode == 0, run.stderr
     return dict(json.loads(run.stdout))
 

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import httpx
-from support import ROOT, ServerProcess, dsaws
+from support import ServerProcess, dsaws, run_dsaws
 
 from durable_streams_aws.core.runtime import Backend
 from durable_streams_aws.core.storage import CreateSpec, Payload
@@ -26,17 +24,6 @@ SERVER_ENV = {"DS_INLINE_MAX_BYTES": "1024", "DS_SEAL_INTERVAL": "0"}
 def local_env() -> dict[str, str]:
     """The environment without an AWS endpoint: the commands' default is the data directory."""
     return {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
-
-
-def run_dsaws(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "durable_streams_aws.core.cli", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def read_all(client: httpx.Client, url: str) -> bytes:
