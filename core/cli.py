@@ -450,8 +450,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from ..client.commands import add_commands
     from .auth.commands import add_commands as add_auth_commands
+    from .smoke._command import add_commands as add_smoke_commands
 
     add_auth_commands(commands)
+    add_smoke_commands(commands)
     add_commands(commands)
     return parser
 
