@@ -8,7 +8,7 @@ import secrets
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .config import (
     ENV_PREFIX,
@@ -258,11 +258,29 @@ def _seal(args: argparse.Namespace) -> int:
     return _maintain(args, "seal", seal, SealReport().as_dict())
 
 
+def _stats(args: argparse.Namespace) -> int:
+    from .storage import StoreStats, gather_stats
+
+    show_progress = sys.stderr.isatty()
+
+    def progress(scanned: int) -> None:
+        if show_progress:
+            print(f"\rdsaws stats: {scanned:,} items scanned", end="", file=sys.stderr)
+
+    def gather(storage: Storage, _: Settings) -> dict[str, Any]:
+        stats = gather_stats(storage.store, progress).as_dict()
+        if show_progress:
+            print(file=sys.stderr)
+        return stats
+
+    return _maintain(args, "stats", gather, StoreStats().as_dict())
+
+
 def _maintain(
     args: argparse.Namespace,
     command: str,
-    work: Callable[[Storage, Settings], dict[str, int]],
-    nothing_done: dict[str, int],
+    work: Callable[[Storage, Settings], dict[str, Any]],
+    nothing_done: dict[str, Any],
 ) -> int:
     """Run `work` on the storage `dsaws serve` would use, and print its JSON report: the
     embedded emulator's data directory, or with --aws, AWS. AWS_ENDPOINT_URL* set and no
@@ -337,7 +355,8 @@ def _server_port(value: str) -> int:
 
 
 def _add_storage_arguments(command: argparse.ArgumentParser) -> None:
-    """Where `gc` and `seal` work: as `dsaws serve` chooses, its data directory by default."""
+    """Where `gc`, `seal` and `stats` work: as `dsaws serve` chooses, its data directory by
+    default."""
     where = command.add_mutually_exclusive_group()
     where.add_argument(
         "--aws",
@@ -441,6 +460,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     which.add_argument("--all", action="store_true", help="scan the whole table, marked or not")
     seal.set_defaults(handler=_seal)
+
+    stats = commands.add_parser(
+        "stats",
+        help="what the store holds: streams, bytes in DynamoDB and S3, the sealed share, marks "
+        "waiting for the sealer, subscriptions and their backlog (a scan of the whole table)",
+    )
+    _add_storage_arguments(stats)
+    stats.set_defaults(handler=_stats)
 
     commands.add_parser(
         "export",

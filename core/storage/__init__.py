@@ -22,7 +22,14 @@ from .model import (
 
 # The collector and the sealer run in functions of their own (and `dsaws`): the API function,
 # which imports this package on every cold start, never loads them.
-_LAZY = {"CollectionReport": "gc", "Collector": "gc", "SealReport": "sealer", "Sealer": "sealer"}
+_LAZY = {
+    "CollectionReport": "gc",
+    "Collector": "gc",
+    "SealReport": "sealer",
+    "Sealer": "sealer",
+    "StoreStats": "stats",
+    "gather_stats": "stats",
+}
 __getattr__ = lazy_exports(__name__, _LAZY)
 
 
@@ -43,8 +50,10 @@ __all__ = [
     "SealReport",
     "Sealer",
     "Segment",
+    "StoreStats",
     "StoreUnavailable",
     "StreamInfo",
     "StreamPage",
     "StreamStore",
+    "gather_stats",
 ]
