@@ -140,7 +140,7 @@ class Settings(BaseModel):
         "long: far longer than any request may still be writing)",
     )
 
-    # Access control (README, "Security"). Off: anyone who reaches the server may do anything,
+    # Access control (docs/security.md). Off: anyone who reaches the server may do anything,
     # which is what `dsaws serve` on loopback is for.
     auth: bool = Field(False, description="require a token or a signed read URL")
     auth_secret: str | None = Field(
@@ -176,7 +176,7 @@ class Settings(BaseModel):
     )
     cors_origins: str = Field("*", description="comma-separated origins browsers may call from")
 
-    # Subscriptions (README, "Subscriptions"): the `__ds` control API and wake delivery.
+    # Subscriptions (docs/subscriptions.md): the `__ds` control API and wake delivery.
     subscriptions: bool = Field(True, description="serve the subscription control API")
     subscription_queue_url: str | None = Field(
         None, description="SQS queue of delivery tasks (unset: an in-process timer thread)"

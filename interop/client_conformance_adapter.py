@@ -4,8 +4,8 @@ The suite (`packages/client-conformance-tests` in the durable-streams repository
 program and drives it with one JSON command per line on stdin; every command gets one JSON
 result per line on stdout. Everything here goes through the public API of
 `durable_streams_aws.client`: the adapter only translates the suite's vocabulary (commands,
-camelCase options, error codes) into calls, and the answers back. See the README ("The Python
-client and the command line") for how to run the suite.
+camelCase options, error codes) into calls, and the answers back. See docs/client.md ("The
+upstream client conformance suite") for how to run the suite.
 
     python3 -m interop.client_conformance_adapter
 """

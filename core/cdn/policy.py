@@ -1,7 +1,7 @@
 """The CDN's behaviour, stated once: the CloudFront distribution in `template.yaml` and the local
 nginx stand-in are both checked against (nginx: generated from) these values.
 
-Why each value is what it is, in short (the README has the long form):
+Why each value is what it is, in short (docs/cdn.md has the long form):
 
 - The cache key is the path, the read parameters the protocol uses, the signed-URL parameters,
   whether the request is a HEAD, the Authorization header and the Origin header; nothing else.

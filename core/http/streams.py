@@ -503,7 +503,7 @@ class StreamEndpoints:
         whole response (the front door's limit: one request reads a whole stream up to that
         size, as clients that make exactly one request need); every other read, and every
         live one, takes `max_read_bytes`, so catching up on a long stream through a CDN
-        fetches the same bytes from the origin as before (see the README's "Reads")."""
+        fetches the same bytes from the origin as before (docs/protocol.md, "Reads")."""
         settings = self.settings
         if position == 0 and read.live is None:
             return max(
