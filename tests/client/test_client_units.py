@@ -28,6 +28,7 @@ from durable_streams_aws.client._attempts import after_answer, after_failure
 from durable_streams_aws.client._retry import parse_retry_after
 from durable_streams_aws.client._wire import (
     ReadSession,
+    append_body,
     append_request,
     close_request,
     read_request,
@@ -152,6 +153,22 @@ def test_the_end_of_a_closed_stream_is_handed_over_as_a_batch() -> None:
     session = ReadSession(Offset(offset(1)), "long-poll")
     batch = session.accept(read_answer(204, next=offset(1), up="true", closed="true"))
     assert batch is not None and batch.closed and batch.data == b"" and session.finished
+
+
+@pytest.mark.parametrize(
+    ("data", "given", "expected"),
+    [
+        ([{"a": 1}, "two"], None, ("application/json", b'[{"a":1},"two"]')),
+        ("héllo", None, ("text/plain", "héllo".encode())),
+        (b"\x00\xff", None, ("application/octet-stream", b"\x00\xff")),
+        ("a,b", "text/csv", ("text/csv", b"a,b")),
+        (bytearray(b"x"), "image/png", ("image/png", b"x")),
+    ],
+)
+def test_an_appends_body_and_type_follow_from_its_data(
+    data: bytes | str | list[object], given: str | None, expected: tuple[str, bytes]
+) -> None:
+    assert append_body(data, given) == expected
 
 
 def test_json_batches_carry_python_values() -> None:
