@@ -14,6 +14,7 @@ from ._errors import (
     Unavailable,
     UntilNotSupported,
 )
+from ._listing import list_streams
 from ._offset import Offset
 from ._producer import (
     IdempotentProducer,
@@ -22,7 +23,7 @@ from ._producer import (
     SyncIdempotentProducer,
 )
 from ._retry import RetryPolicy
-from ._sync import DurableStream, list_streams
+from ._sync import DurableStream
 from ._wire import Batch, Live, StreamInfo
 
 __all__ = [

@@ -1,5 +1,7 @@
-"""`AsyncDurableStream`: one stream URL, from asyncio code (the same behaviour as
-`DurableStream`, see there)."""
+"""`AsyncDurableStream`: one stream URL, from asyncio code."""
+
+# The source of _sync.py (`DurableStream`): change the client here, then run
+# `python3 scripts/unasync.py`, which writes _sync.py from this file (the suite checks it).
 
 from __future__ import annotations
 
@@ -17,7 +19,6 @@ from ._errors import DurableStreamError, OutcomeUnknown
 from ._live import SILENT_END, Connection, SseHealth, live_transport
 from ._offset import Offset
 from ._sse import SseSession
-from ._sync import _body
 from ._wire import Batch, Live, Request, StreamInfo
 
 
@@ -86,12 +87,17 @@ class AsyncDurableStream(StreamBase):
         close: bool = False,
         stream_seq: str | None = None,
     ) -> Offset:
-        """As `DurableStream.append`."""
+        """Append bytes, text, or (for a JSON stream) a list of values, one message each;
+        returns the offset after the write. `stream_seq` is sent as `Stream-Seq`: the server
+        refuses (`SequenceConflict`) a value not above the last it accepted, compared as
+        strings (zero-pad numbers). An append is sent again only when the server cannot have
+        applied it (no connection; 429; 503 with Retry-After; 500 or 503 with the tail unmoved);
+        otherwise it raises `OutcomeUnknown` when it may have been applied without an answer."""
         if stream_seq is not None:
             wire.check_stream_seq(stream_seq)
         if content_type is None and not isinstance(data, list):
             content_type = self.content_type or (await self.head()).content_type
-        content_type, body = _body(data, content_type)
+        content_type, body = wire.append_body(data, content_type)
         request = wire.append_request(
             content_type, body, close=close, stream_seq=stream_seq, tail_before=self.tail
         )
@@ -107,7 +113,16 @@ class AsyncDurableStream(StreamBase):
         until: Offset | None = None,
         idle: bool = False,
     ) -> AsyncIterator[Batch]:
-        """As `DurableStream.read`."""
+        """Batches from `offset`. Without `live`, up to the tail; with `live="long-poll"`,
+        `"sse"` or `"auto"` (catch up, then follow by whichever suits the stream), for ever,
+        until the stream is closed (a dropped SSE connection is reconnected from the last
+        offset). Every way, the iteration ends right after the batch whose `closed` is true,
+        and never before the end of a closed stream. `until` (catch-up only; this server's
+        extension) ends the read at that offset: a range reads the same every time; a server
+        without the extension that answers past the bound gets `UntilNotSupported` raised,
+        and nothing past the bound is handed over. With `idle`, a long-poll that ends without
+        data yields an empty batch of status 204 (its `next_offset` says where the stream
+        stands, or what `Offset.NOW` resolved to)."""
         wire.check_read(live, until)
         if live == "sse":
             batches = self._read_sse(SseSession(offset))
@@ -145,11 +160,11 @@ class AsyncDurableStream(StreamBase):
             yield batch
 
     async def _read_sse(self, session: SseSession, fallback: bool = False) -> AsyncIterator[Batch]:
-        """As `DurableStream._read_sse`."""
+        """Follow by SSE until the stream's end. Connections that end quickly without an event
+        count as failures; with `fallback`, return early (unfinished) when SSE is refused or
+        keeps failing that way, for the caller to go on another way."""
         health = SseHealth()
-        content_type = session.content_type or self.content_type
-        if content_type is None:
-            content_type = (await self.head()).content_type
+        content_type = session.content_type or self.content_type or (await self.head()).content_type
         failures = 0
         while not session.finished:
             request = session.request()
@@ -230,7 +245,7 @@ class AsyncDurableStream(StreamBase):
             await asyncio.sleep(step.pause or 0.0)
 
     async def _check(self, request: Request, attempt: int) -> Next:
-        """As `DurableStream._check`."""
+        """After a 500 or 503 to a write: whether the stream's tail says it was not applied."""
         try:
             info = await self.head()
         except DurableStreamError as failure:

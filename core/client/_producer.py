@@ -1,6 +1,6 @@
 """`IdempotentProducer`: exactly-once appends into one stream, batched and pipelined.
 
-The decisions are `_producer_state.ProducerState`'s; this module only cuts batches, sends the
+The decisions are `_delivery.DeliveryTracker`'s; this module only cuts batches, sends the
 requests it allows and tells it what came back.
 """
 
@@ -15,9 +15,9 @@ import httpx
 
 from . import _wire as wire
 from ._async import AsyncDurableStream
+from ._delivery import Answer, DeliveryTracker, ProducerBatch, Send
 from ._errors import DurableStreamError
 from ._offset import Offset
-from ._producer_state import Answer, Batch, ProducerState, Send
 from ._retry import RetryPolicy
 
 
@@ -26,7 +26,7 @@ class ProducerError(DurableStreamError):
     lost was acknowledged, and nothing acknowledged is reported lost (a batch given up after
     lost answers may nonetheless be in the stream: `unconfirmed` counts those)."""
 
-    def __init__(self, lost: list[Batch]) -> None:
+    def __init__(self, lost: list[ProducerBatch]) -> None:
         self.lost = list(lost)
         messages = sum(b.messages for b in lost)
         first = min(lost, key=lambda b: (b.epoch, b.seq))
@@ -75,7 +75,7 @@ class IdempotentProducer:
         self.stream = stream
         self.producer_id = producer_id
         self.settings = settings or ProducerSettings()
-        self._state = ProducerState(
+        self._tracker = DeliveryTracker(
             epoch=epoch,
             auto_claim=self.settings.auto_claim,
             max_in_flight=self.settings.max_in_flight,
@@ -127,9 +127,9 @@ class IdempotentProducer:
         async with self._changed:
             self._cut()
             self._pump()
-            await self._changed.wait_for(lambda: self._state.idle and not self._pieces)
-            if self._state.lost:
-                raise ProducerError(self._state.lost)
+            await self._changed.wait_for(lambda: self._tracker.idle and not self._pieces)
+            if self._tracker.lost:
+                raise ProducerError(self._tracker.lost)
             return self._last_offset
 
     async def close(self, final: Any = None) -> Offset | None:
@@ -147,12 +147,12 @@ class IdempotentProducer:
         )
         async with self._changed:
             self._stopped = True
-            self._state.enqueue(Batch(body, 0 if final is None else 1, close=True))
+            self._tracker.enqueue(ProducerBatch(body, 0 if final is None else 1, close=True))
             self._pump()
-            await self._changed.wait_for(lambda: self._state.idle)
+            await self._changed.wait_for(lambda: self._tracker.idle)
             self._stop_lingering()
-            if self._state.lost:
-                raise ProducerError(self._state.lost)
+            if self._tracker.lost:
+                raise ProducerError(self._tracker.lost)
             self._closed = True
             return self._last_offset
 
@@ -177,7 +177,7 @@ class IdempotentProducer:
         if not self._pieces:
             return
         body = wire.join_bodies(self._pieces, bool(self._json))
-        self._state.enqueue(Batch(body, len(self._pieces)))
+        self._tracker.enqueue(ProducerBatch(body, len(self._pieces)))
         self._pieces, self._piece_bytes = [], 0
         self._cuts += 1
 
@@ -195,10 +195,10 @@ class IdempotentProducer:
 
     def _pump(self) -> None:
         """After every change of the state: send what may go, and wake whoever waits."""
-        for send in self._state.sendable():
+        for send in self._tracker.sendable():
             self._spawn(self._deliver(send))
-        waiting = sum(len(b.body) for b in self._state.waiting)
-        self._outstanding = waiting + sum(len(b.body) for b in self._state.in_flight.values())
+        waiting = sum(len(b.body) for b in self._tracker.waiting)
+        self._outstanding = waiting + sum(len(b.body) for b in self._tracker.in_flight.values())
         self._changed.notify_all()
 
     def _spawn(self, work: Any) -> None:
@@ -214,7 +214,7 @@ class IdempotentProducer:
             offset = outcome.offset
             if offset is not None and (self._last_offset is None or self._last_offset < offset):
                 self._last_offset = offset
-            self._state.answer(
+            self._tracker.answer(
                 send,
                 outcome.answer,
                 server_epoch=outcome.server_epoch,

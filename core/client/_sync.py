@@ -1,5 +1,8 @@
 """`DurableStream`: one stream URL, from synchronous code."""
 
+# Generated from _async.py by scripts/unasync.py: do not edit; change _async.py and run
+# `python3 scripts/unasync.py`.
+
 from __future__ import annotations
 
 import time
@@ -88,8 +91,8 @@ class DurableStream(StreamBase):
         if stream_seq is not None:
             wire.check_stream_seq(stream_seq)
         if content_type is None and not isinstance(data, list):
-            content_type = self.content_type or (self.head()).content_type
-        content_type, body = _body(data, content_type)
+            content_type = self.content_type or self.head().content_type
+        content_type, body = wire.append_body(data, content_type)
         request = wire.append_request(
             content_type, body, close=close, stream_seq=stream_seq, tail_before=self.tail
         )
@@ -117,11 +120,12 @@ class DurableStream(StreamBase):
         stands, or what `Offset.NOW` resolved to)."""
         wire.check_read(live, until)
         if live == "sse":
-            yield from self._read_sse(SseSession(offset))
+            batches = self._read_sse(SseSession(offset))
         elif live == "auto":
-            yield from self._read_auto(offset, idle)
+            batches = self._read_auto(offset, idle)
         else:
-            yield from self._read_plain(wire.ReadSession(offset, live, until=until, idle=idle))
+            batches = self._read_plain(wire.ReadSession(offset, live, until=until, idle=idle))
+        yield from batches
 
     def _read_plain(self, session: wire.ReadSession) -> Iterator[Batch]:
         while not session.finished:
@@ -248,25 +252,3 @@ class DurableStream(StreamBase):
 
     def __exit__(self, *exc: object) -> None:
         self.close_client()
-
-
-def _body(data: bytes | str | list[Any], content_type: str | None) -> tuple[str, bytes]:
-    if isinstance(data, list):
-        return content_type or wire.JSON, wire.encode_messages(data)
-    if isinstance(data, str):
-        return content_type or "text/plain", data.encode()
-    return content_type or "application/octet-stream", bytes(data)
-
-
-def list_streams(base_url: str, prefix: str = "", **options: Any) -> Iterator[str]:
-    """The paths of the streams under `prefix` on a server at `base_url` (the URL stream paths
-    are relative to, such as http://host/v1/stream), through this server's listing extension.
-    Options are those of `DurableStream` (headers, retry, client...)."""
-    with DurableStream(base_url.rstrip("/"), **options) as lister:
-        params = {"prefix": prefix}
-        while True:
-            page = lister._send(Request("GET", params=params)).json()
-            yield from page["streams"]
-            if page["next"] is None:
-                return
-            params = {"prefix": prefix, "cursor": page["next"]}

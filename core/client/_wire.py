@@ -83,6 +83,16 @@ def encode_messages(values: list[Any]) -> bytes:
     return encode_json(values)
 
 
+def append_body(data: bytes | str | list[Any], content_type: str | None) -> tuple[str, bytes]:
+    """What a plain append sends: a list as a JSON array of messages, text as UTF-8, bytes as
+    they are; each with `content_type`, or the type its form implies."""
+    if isinstance(data, list):
+        return content_type or JSON, encode_messages(data)
+    if isinstance(data, str):
+        return content_type or "text/plain", data.encode()
+    return content_type or "application/octet-stream", bytes(data)
+
+
 def join_bodies(pieces: list[bytes], json_stream: bool) -> bytes:
     """One append's body from pieces sent together: for JSON, an array of the encoded values."""
     return b"[" + b",".join(pieces) + b"]" if json_stream else b"".join(pieces)

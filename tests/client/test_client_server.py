@@ -1,4 +1,5 @@
-"""The client against `dsaws serve`: every operation, catch-up and live reads, sync and async."""
+"""The client against `dsaws serve`: every operation, catch-up and live reads; each test of a
+stream runs against the sync client and the async one."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from flavours import StreamOpener
 from support import ServerProcess
 
 from durable_streams_aws.client import (
@@ -31,8 +33,8 @@ def base() -> Iterator[str]:
         yield f"{server.base_url}/v1/stream"
 
 
-def test_write_read_close_and_delete(base: str) -> None:
-    with DurableStream(f"{base}/life") as stream:
+def test_write_read_close_and_delete(open_stream: StreamOpener, base: str) -> None:
+    with open_stream(f"{base}/life-{open_stream.flavour}") as stream:
         created = stream.create("text/plain")
         assert created.next_offset == stream.create("text/plain").next_offset  # 200: no error
         first = stream.append("hello ")
@@ -52,8 +54,8 @@ def test_write_read_close_and_delete(base: str) -> None:
             stream.head()
 
 
-def test_close_with_a_final_message(base: str) -> None:
-    with DurableStream(f"{base}/last-words") as stream:
+def test_close_with_a_final_message(open_stream: StreamOpener, base: str) -> None:
+    with open_stream(f"{base}/last-words-{open_stream.flavour}") as stream:
         stream.create("application/json")
         stream.append([{"n": 1}])
         final = stream.close([{"n": "last"}])
@@ -63,8 +65,10 @@ def test_close_with_a_final_message(base: str) -> None:
             stream.close([{"n": "again"}])
 
 
-def test_a_bounded_read_returns_the_same_range_every_time(base: str) -> None:
-    with DurableStream(f"{base}/ranged") as stream:
+def test_a_bounded_read_returns_the_same_range_every_time(
+    open_stream: StreamOpener, base: str
+) -> None:
+    with open_stream(f"{base}/ranged-{open_stream.flavour}") as stream:
         stream.create("application/json")
         first = stream.append([{"n": n} for n in range(3)])
         stream.append([{"n": 3}])
@@ -79,15 +83,15 @@ def test_a_bounded_read_returns_the_same_range_every_time(base: str) -> None:
             next(iter(stream.read(live="long-poll", until=first)))
 
 
-def test_a_different_configuration_conflicts(base: str) -> None:
-    with DurableStream(f"{base}/config") as stream:
+def test_a_different_configuration_conflicts(open_stream: StreamOpener, base: str) -> None:
+    with open_stream(f"{base}/config-{open_stream.flavour}") as stream:
         stream.create("text/plain")
         with pytest.raises(StreamConflict):
             stream.create("application/json")
 
 
-def test_json_streams_take_and_give_python_values(base: str) -> None:
-    with DurableStream(f"{base}/json") as stream:
+def test_json_streams_take_and_give_python_values(open_stream: StreamOpener, base: str) -> None:
+    with open_stream(f"{base}/json-{open_stream.flavour}") as stream:
         stream.create("application/json")
         stream.append([{"n": 1}, "two"])
         stream.append([[3]], close=True)
@@ -95,14 +99,16 @@ def test_json_streams_take_and_give_python_values(base: str) -> None:
         assert messages == [{"n": 1}, "two", [3]]
 
 
-def test_a_live_reader_gets_every_append_and_stops_only_at_the_close(base: str) -> None:
-    with DurableStream(f"{base}/live") as writer:
+def test_a_live_reader_gets_every_append_and_stops_only_at_the_close(
+    open_stream: StreamOpener, base: str
+) -> None:
+    with open_stream(f"{base}/live-{open_stream.flavour}") as writer:
         writer.create("text/plain")
         got: list[bytes] = []
         ends: list[bool] = []
 
         def follow() -> None:
-            with DurableStream(writer.url) as reader:
+            with open_stream(writer.url) as reader:
                 for batch in reader.read(Offset.NOW, live="long-poll"):
                     got.append(batch.data)
                     ends.append(batch.closed)
@@ -120,17 +126,20 @@ def test_a_live_reader_gets_every_append_and_stops_only_at_the_close(base: str) 
         assert ends[-1] is True and not any(ends[:-1])
 
 
-def test_fork_reads_its_source_up_to_the_fork_point(base: str) -> None:
-    with DurableStream(f"{base}/origin") as source, DurableStream(f"{base}/branch") as fork:
+def test_fork_reads_its_source_up_to_the_fork_point(open_stream: StreamOpener, base: str) -> None:
+    with (
+        open_stream(f"{base}/origin-{open_stream.flavour}") as source,
+        open_stream(f"{base}/branch-{open_stream.flavour}") as fork,
+    ):
         source.create("text/plain")
         point = source.append("shared")
         source.append("-later")
-        fork.fork("/v1/stream/origin", offset=point)
+        fork.fork(f"/v1/stream/origin-{open_stream.flavour}", offset=point)
         fork.append("-own")
         assert b"".join(b.data for b in fork.read()) == b"shared-own"
 
 
-def test_the_async_client_does_the_same(base: str) -> None:
+def test_the_async_client_in_asyncio_code(base: str) -> None:
     async def scenario() -> None:
         async with AsyncDurableStream(f"{base}/async") as stream:
             await stream.create("application/json")
@@ -161,8 +170,10 @@ def test_the_producer_from_synchronous_code(base: str) -> None:
 
 @pytest.mark.parametrize("live", ["sse", "auto"])
 @pytest.mark.parametrize("content_type", ["text/plain", "application/json", "application/x-bin"])
-def test_live_reads_follow_until_the_close(base: str, content_type: str, live: Live) -> None:
-    name = f"{base}/{live}-{content_type.replace('/', '-')}"
+def test_live_reads_follow_until_the_close(
+    open_stream: StreamOpener, base: str, content_type: str, live: Live
+) -> None:
+    name = f"{base}/{live}-{content_type.replace('/', '-')}-{open_stream.flavour}"
     payloads: list[bytes | str | list[object]]
     if content_type == "application/json":
         payloads = [[{"n": 1}], [{"n": 2}, "three"]]
@@ -170,13 +181,13 @@ def test_live_reads_follow_until_the_close(base: str, content_type: str, live: L
         payloads = ["line one\r\nline two", " and more\r"]
     else:
         payloads = [bytes(range(256)), b"\x00\r\n\xff"]
-    with DurableStream(name) as writer:
+    with open_stream(name) as writer:
         writer.create(content_type)
         writer.append(payloads[0])
         got: list[Batch] = []
 
         def follow() -> None:
-            with DurableStream(name) as reader:
+            with open_stream(name) as reader:
                 got.extend(reader.read(live=live))
 
         thread = threading.Thread(target=follow)

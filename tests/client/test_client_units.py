@@ -1,17 +1,18 @@
-"""The client's pure parts: offsets, retry decisions, reading, and its behaviour against
-scripted servers (httpx.MockTransport) that fail in the ways real ones do."""
+"""The client's pure parts: offsets, retry decisions, reading, and the behaviour of both clients
+(sync and async) against scripted servers (httpx.MockTransport) that fail in the ways real ones
+do."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable
 
 import httpx
 import pytest
+from flavours import StreamOpener
+from scripted import FAST, offset, scripted
 
 from durable_streams_aws.client import (
-    AsyncDurableStream,
     BadRequest,
     DurableStream,
     Offset,
@@ -27,17 +28,13 @@ from durable_streams_aws.client._attempts import after_answer, after_failure
 from durable_streams_aws.client._retry import parse_retry_after
 from durable_streams_aws.client._wire import (
     ReadSession,
+    append_body,
     append_request,
     close_request,
     read_request,
 )
 
 URL = "http://server.test/v1/stream/s"
-FAST = RetryPolicy(max_attempts=4, base_delay=0.0, max_delay=0.01)
-
-
-def offset(position: int) -> str:
-    return f"{0:016d}_{position:016d}"
 
 
 # ---------------------------------------------------------------- offsets
@@ -158,6 +155,22 @@ def test_the_end_of_a_closed_stream_is_handed_over_as_a_batch() -> None:
     assert batch is not None and batch.closed and batch.data == b"" and session.finished
 
 
+@pytest.mark.parametrize(
+    ("data", "given", "expected"),
+    [
+        ([{"a": 1}, "two"], None, ("application/json", b'[{"a":1},"two"]')),
+        ("héllo", None, ("text/plain", "héllo".encode())),
+        (b"\x00\xff", None, ("application/octet-stream", b"\x00\xff")),
+        ("a,b", "text/csv", ("text/csv", b"a,b")),
+        (bytearray(b"x"), "image/png", ("image/png", b"x")),
+    ],
+)
+def test_an_appends_body_and_type_follow_from_its_data(
+    data: bytes | str | list[object], given: str | None, expected: tuple[str, bytes]
+) -> None:
+    assert append_body(data, given) == expected
+
+
 def test_json_batches_carry_python_values() -> None:
     session = ReadSession(Offset.BEGINNING, None)
     body = json.dumps([{"a": 1}, "two", 3]).encode()
@@ -186,17 +199,6 @@ def test_refusals_become_typed_errors(status: int, headers: dict[str, str], erro
 # ---------------------------------------------------------------- scripted servers
 
 
-def scripted(*steps: Callable[[httpx.Request], httpx.Response]) -> tuple[httpx.MockTransport, list]:
-    seen: list[httpx.Request] = []
-    queue = list(steps)
-
-    def handle(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return queue.pop(0)(request)
-
-    return httpx.MockTransport(handle), seen
-
-
 def fail(exc: Exception) -> Callable[[httpx.Request], httpx.Response]:
     def raise_it(request: httpx.Request) -> httpx.Response:
         raise exc
@@ -208,26 +210,31 @@ def ok(status: int = 204, **headers: str) -> Callable[[httpx.Request], httpx.Res
     return lambda request: httpx.Response(status, headers=headers)
 
 
-def sync_stream(transport: httpx.MockTransport, **options) -> DurableStream:
-    return DurableStream(URL, client=httpx.Client(transport=transport), retry=FAST, **options)
+def on(
+    open_stream: StreamOpener, transport: httpx.MockTransport, **options: object
+) -> DurableStream:
+    return open_stream(URL, transport=transport, retry=FAST, **options)
 
 
-def test_an_append_that_lost_its_answer_says_so_and_is_not_repeated() -> None:
+def test_an_append_that_lost_its_answer_says_so_and_is_not_repeated(
+    open_stream: StreamOpener,
+) -> None:
     transport, seen = scripted(fail(httpx.ReadTimeout("slow")))
     with pytest.raises(OutcomeUnknown):
-        sync_stream(transport, content_type="text/plain").append(b"x")
+        on(open_stream, transport, content_type="text/plain").append(b"x")
     assert len(seen) == 1
 
 
-def test_an_append_that_could_not_connect_is_sent_again() -> None:
+def test_an_append_that_could_not_connect_is_sent_again(open_stream: StreamOpener) -> None:
     transport, seen = scripted(
         fail(httpx.ConnectError("refused")), ok(204, **{"Stream-Next-Offset": offset(1)})
     )
-    assert sync_stream(transport, content_type="text/plain").append(b"x") == Offset(offset(1))
+    stream = on(open_stream, transport, content_type="text/plain")
+    assert stream.append(b"x") == Offset(offset(1))
     assert len(seen) == 2
 
 
-def test_a_read_survives_server_trouble_within_the_bound() -> None:
+def test_a_read_survives_server_trouble_within_the_bound(open_stream: StreamOpener) -> None:
     transport, seen = scripted(
         ok(503, **{"Retry-After": "0"}),
         fail(httpx.RemoteProtocolError("cut")),
@@ -237,53 +244,51 @@ def test_a_read_survives_server_trouble_within_the_bound() -> None:
             headers={"Stream-Next-Offset": offset(2), "Stream-Up-To-Date": "true"},
         ),
     )
-    batches = list(sync_stream(transport).read())
+    batches = list(on(open_stream, transport).read())
     assert [b.data for b in batches] == [b"ab"] and len(seen) == 3
 
 
-def test_retries_are_bounded() -> None:
+def test_retries_are_bounded(open_stream: StreamOpener) -> None:
     transport, seen = scripted(*[ok(503)] * FAST.max_attempts)
     with pytest.raises(Unavailable):
-        sync_stream(transport).head()
+        on(open_stream, transport).head()
     assert len(seen) == FAST.max_attempts
 
 
-def test_headers_may_come_from_a_callable_for_every_request() -> None:
+def test_headers_may_come_from_a_callable_for_every_request(open_stream: StreamOpener) -> None:
     tokens = iter(["one", "two"])
     transport, seen = scripted(
         ok(503), ok(200, **{"Stream-Next-Offset": offset(0), "Content-Type": "text/plain"})
     )
-    sync_stream(transport, headers=lambda: {"Authorization": f"Bearer {next(tokens)}"}).head()
+    on(open_stream, transport, headers=lambda: {"Authorization": f"Bearer {next(tokens)}"}).head()
     assert [r.headers["Authorization"] for r in seen] == ["Bearer one", "Bearer two"]
 
 
-def test_a_delete_retried_into_a_404_is_done() -> None:
+def test_a_delete_retried_into_a_404_is_done(open_stream: StreamOpener) -> None:
     transport, _ = scripted(fail(httpx.ReadTimeout("slow")), ok(404))
-    sync_stream(transport).delete()
+    on(open_stream, transport).delete()
     transport, _ = scripted(ok(404))
     with pytest.raises(StreamNotFound):
-        sync_stream(transport).delete()
+        on(open_stream, transport).delete()
 
 
-def test_the_async_client_behaves_the_same() -> None:
-    async def scenario() -> None:
-        transport, seen = scripted(fail(httpx.ReadTimeout("slow")))
-        stream = AsyncDurableStream(URL, client=httpx.AsyncClient(transport=transport), retry=FAST)
-        with pytest.raises(OutcomeUnknown):
-            await stream.append([{"a": 1}])
-        assert json.loads(seen[0].content) == [{"a": 1}]
-        assert seen[0].headers["Content-Type"] == "application/json"
-
-    asyncio.run(scenario())
+def test_a_json_append_that_lost_its_answer_was_sent_as_json(open_stream: StreamOpener) -> None:
+    transport, seen = scripted(fail(httpx.ReadTimeout("slow")))
+    with pytest.raises(OutcomeUnknown):
+        on(open_stream, transport).append([{"a": 1}])
+    assert json.loads(seen[0].content) == [{"a": 1}]
+    assert seen[0].headers["Content-Type"] == "application/json"
 
 
-def test_an_append_carries_the_streams_content_type_learnt_from_the_server() -> None:
+def test_an_append_carries_the_streams_content_type_learnt_from_the_server(
+    open_stream: StreamOpener,
+) -> None:
     transport, seen = scripted(
         ok(200, **{"Stream-Next-Offset": offset(0), "Content-Type": "text/csv"}),
         ok(204, **{"Stream-Next-Offset": offset(4)}),
         ok(204, **{"Stream-Next-Offset": offset(8)}),
     )
-    stream = sync_stream(transport)
+    stream = on(open_stream, transport)
     stream.append(b"a,b\n")
     stream.append("c,d\n")
     assert [r.method for r in seen] == ["HEAD", "POST", "POST"]

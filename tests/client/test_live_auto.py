@@ -1,33 +1,26 @@
 """`live="auto"`: catch up, then follow by SSE where SSE keeps every byte, by long-poll
 otherwise, and by long-poll from where SSE stopped when SSE proves unusable (refused, or cut
-short again and again). Giving SSE up must never end the read: only the stream's close does."""
+short again and again). Giving SSE up must never end the read: only the stream's close does.
+Each reading test runs against the sync client and the async one."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import Callable
 
 import httpx
 import pytest
+from flavours import StreamOpener
+from scripted import FAST, offset
 
 from durable_streams_aws.client import (
-    AsyncDurableStream,
     Batch,
-    DurableStream,
     Offset,
-    RetryPolicy,
     Unavailable,
 )
 from durable_streams_aws.client._live import SSE_REFUSALS, Connection, SseHealth, live_transport
 
 URL = "http://server.test/v1/stream/s"
-FAST = RetryPolicy(max_attempts=4, base_delay=0.0, max_delay=0.01)
-
-
-def offset(position: int) -> str:
-    return f"{0:016d}_{position:016d}"
 
 
 # ---------------------------------------------------------------- pure decisions
@@ -172,22 +165,9 @@ class FakeJsonStream:
         return httpx.Response(200, content=events, headers={"Content-Type": "text/event-stream"})
 
 
-def read_sync(fake: FakeJsonStream, start: Offset) -> list[Batch]:
-    client = httpx.Client(transport=httpx.MockTransport(fake.handle))
-    with DurableStream(URL, client=client, retry=FAST) as stream:
-        return list(stream.read(start, live="auto"))
-
-
-def read_async(fake: FakeJsonStream, start: Offset) -> list[Batch]:
-    async def scenario() -> list[Batch]:
-        client = httpx.AsyncClient(transport=httpx.MockTransport(fake.handle))
-        stream = AsyncDurableStream(URL, client=client, retry=FAST)
-        return [batch async for batch in stream.read(start, live="auto")]
-
-    return asyncio.run(scenario())
-
-
-READERS: list[Callable[[FakeJsonStream, Offset], list[Batch]]] = [read_sync, read_async]
+def read_auto(open_stream: StreamOpener, fake: FakeJsonStream, start: Offset) -> list[Batch]:
+    stream = open_stream(URL, transport=httpx.MockTransport(fake.handle), retry=FAST)
+    return list(stream.read(start, live="auto"))
 
 
 def messages(batches: list[Batch]) -> list[object]:
@@ -198,10 +178,9 @@ def live_modes(fake: FakeJsonStream) -> list[str | None]:
     return [params.get("live") for params in fake.seen if "offset" in params]
 
 
-@pytest.mark.parametrize("read", READERS)
-def test_catches_up_then_follows_by_sse_to_the_close(read: Callable) -> None:
+def test_catches_up_then_follows_by_sse_to_the_close(open_stream: StreamOpener) -> None:
     fake = FakeJsonStream(["a", "b"], ["c", "d"], sse="works")
-    batches = read(fake, Offset.BEGINNING)
+    batches = read_auto(open_stream, fake, Offset.BEGINNING)
     assert messages(batches) == ["a", "b", "c", "d"]
     assert batches[-1].closed and not any(b.closed for b in batches[:-1])
     modes = live_modes(fake)
@@ -210,11 +189,12 @@ def test_catches_up_then_follows_by_sse_to_the_close(read: Callable) -> None:
     assert [params.get("cursor") for params in fake.seen[1:]] == ["1002", "2003", "2004"]
 
 
-@pytest.mark.parametrize("read", READERS)
 @pytest.mark.parametrize("sse", ["refused", "cut", "announce-only", "quiet"])
-def test_sse_given_up_goes_on_by_long_poll_to_the_close(read: Callable, sse: str) -> None:
+def test_sse_given_up_goes_on_by_long_poll_to_the_close(
+    open_stream: StreamOpener, sse: str
+) -> None:
     fake = FakeJsonStream(["a"], ["b", "c", "d"], sse=sse)
-    batches = read(fake, Offset.BEGINNING)
+    batches = read_auto(open_stream, fake, Offset.BEGINNING)
     assert messages(batches) == ["a", "b", "c", "d"]
     assert batches[-1].closed and not any(b.closed for b in batches[:-1])
     modes = live_modes(fake)
@@ -223,54 +203,55 @@ def test_sse_given_up_goes_on_by_long_poll_to_the_close(read: Callable, sse: str
     assert modes[-1] == "long-poll" and "long-poll" not in modes[: 1 + expected_sse]
 
 
-@pytest.mark.parametrize("read", READERS)
-def test_a_closed_stream_ends_after_the_catch_up(read: Callable) -> None:
+def test_a_closed_stream_ends_after_the_catch_up(open_stream: StreamOpener) -> None:
     fake = FakeJsonStream(["a"], [], sse="works")
     fake.closed = True
-    batches = read(fake, Offset.BEGINNING)
+    batches = read_auto(open_stream, fake, Offset.BEGINNING)
     assert messages(batches) == ["a"] and batches[-1].closed
     assert live_modes(fake) == [None]
 
 
-def test_a_live_mode_that_does_not_exist_is_refused() -> None:
+def test_a_live_mode_that_does_not_exist_is_refused(open_stream: StreamOpener) -> None:
     fake = FakeJsonStream([], [], sse="works")
-    client = httpx.Client(transport=httpx.MockTransport(fake.handle))
+    stream = open_stream(URL, transport=httpx.MockTransport(fake.handle))
     with pytest.raises(ValueError, match="live must be"):
-        next(iter(DurableStream(URL, client=client).read(live="websocket")))  # type: ignore[arg-type]
+        next(iter(stream.read(live="websocket")))  # type: ignore[arg-type]
     assert fake.seen == []
 
 
-def test_an_explicit_sse_read_cut_short_again_and_again_fails_within_the_bound() -> None:
+def test_an_explicit_sse_read_cut_short_again_and_again_fails_within_the_bound(
+    open_stream: StreamOpener,
+) -> None:
     """Without `auto` there is nothing to fall back to: silent connections count as failures,
     with backoff, up to the retry bound (and a clear error), instead of spinning for ever."""
     fake = FakeJsonStream(["a"], ["b"], sse="cut")
-    client = httpx.Client(transport=httpx.MockTransport(fake.handle))
-    stream = DurableStream(URL, client=client, retry=FAST)
+    stream = open_stream(URL, transport=httpx.MockTransport(fake.handle), retry=FAST)
     with pytest.raises(Unavailable, match="ended without an event"):
         list(stream.read(Offset.BEGINNING, live="sse"))
     assert live_modes(fake) == ["sse"] * FAST.max_attempts
 
 
-@pytest.mark.parametrize("read", READERS)
-def test_a_server_away_for_a_while_is_no_reason_to_give_sse_up(read: Callable) -> None:
+def test_a_server_away_for_a_while_is_no_reason_to_give_sse_up(open_stream: StreamOpener) -> None:
     fake = FakeJsonStream(["a"], ["b", "c"], sse="works", down=SseHealth().max_short)
-    batches = read(fake, Offset.BEGINNING)
+    batches = read_auto(open_stream, fake, Offset.BEGINNING)
     assert messages(batches) == ["a", "b", "c"] and batches[-1].closed
     assert "long-poll" not in live_modes(fake)
 
 
-@pytest.mark.parametrize("read", READERS)
-def test_after_giving_sse_up_the_last_batch_still_has_its_messages(read: Callable) -> None:
+def test_after_giving_sse_up_the_last_batch_still_has_its_messages(
+    open_stream: StreamOpener,
+) -> None:
     fake = FakeJsonStream(["a"], [], sse="refused")  # the first long-poll finds the close
-    batches = read(fake, Offset.BEGINNING)
+    batches = read_auto(open_stream, fake, Offset.BEGINNING)
     assert batches[-1].closed and batches[-1].messages == []
 
 
-def test_an_explicit_sse_read_that_gets_nowhere_backs_off_and_fails_within_the_bound() -> None:
+def test_an_explicit_sse_read_that_gets_nowhere_backs_off_and_fails_within_the_bound(
+    open_stream: StreamOpener,
+) -> None:
     """A control event where the stream stands, then the end, again and again: not progress."""
     fake = FakeJsonStream(["a"], ["b"], sse="announce-only")
-    client = httpx.Client(transport=httpx.MockTransport(fake.handle))
-    stream = DurableStream(URL, client=client, retry=FAST)
+    stream = open_stream(URL, transport=httpx.MockTransport(fake.handle), retry=FAST)
     with pytest.raises(Unavailable):
         list(stream.read(Offset.BEGINNING, live="sse"))
     # the first connection moves from the start to where the stream stands; then nowhere

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from durable_streams_aws.client._producer_state import Answer, Batch, ProducerState, Send
+from durable_streams_aws.client._delivery import Answer, DeliveryTracker, ProducerBatch, Send
 
 
 @dataclass
@@ -62,11 +62,11 @@ def run(
     auto_claim: bool = True,
     in_flight: int = 4,
     attempts: int = 8,
-) -> tuple[ProducerState, ModelServer, list[Batch]]:
+) -> tuple[DeliveryTracker, ModelServer, list[ProducerBatch]]:
     rng = random.Random(seed)
-    state = ProducerState(auto_claim=auto_claim, max_in_flight=in_flight, max_attempts=attempts)
+    state = DeliveryTracker(auto_claim=auto_claim, max_in_flight=in_flight, max_attempts=attempts)
     server = ModelServer()
-    made = [Batch(f"b{i}".encode(), 1) for i in range(batches)]
+    made = [ProducerBatch(f"b{i}".encode(), 1) for i in range(batches)]
     to_enqueue = list(made)
     flying: list[Send] = []
     for _ in range(100_000):
@@ -94,7 +94,7 @@ def run(
     raise AssertionError("the producer never settled")
 
 
-def check_truthful(state: ProducerState, server: ModelServer, made: list[Batch]) -> None:
+def check_truthful(state: DeliveryTracker, server: ModelServer, made: list[ProducerBatch]) -> None:
     delivered = {b.body for b in state.delivered}
     lost = {b.body for b in state.lost}
     log = server.log
@@ -147,9 +147,9 @@ def test_hopeless_networks_end_with_an_honest_report(seed: int) -> None:
 
 
 def test_only_sequence_zero_goes_out_until_the_epoch_is_acknowledged() -> None:
-    state = ProducerState(max_in_flight=5)
+    state = DeliveryTracker(max_in_flight=5)
     for i in range(3):
-        state.enqueue(Batch(f"b{i}".encode(), 1))
+        state.enqueue(ProducerBatch(f"b{i}".encode(), 1))
     first = state.sendable()
     assert [s.seq for s in first] == [0]
     assert state.sendable() == []
@@ -158,8 +158,8 @@ def test_only_sequence_zero_goes_out_until_the_epoch_is_acknowledged() -> None:
 
 
 def test_a_fence_waits_for_every_answer_of_the_old_epoch_before_claiming() -> None:
-    state = ProducerState(auto_claim=True, max_in_flight=5)
-    batches = [Batch(f"b{i}".encode(), 1) for i in range(4)]
+    state = DeliveryTracker(auto_claim=True, max_in_flight=5)
+    batches = [ProducerBatch(f"b{i}".encode(), 1) for i in range(4)]
     for batch in batches:
         state.enqueue(batch)
     (zero,) = state.sendable()
@@ -178,9 +178,9 @@ def test_a_fence_waits_for_every_answer_of_the_old_epoch_before_claiming() -> No
 
 
 def test_an_answer_lost_around_a_fence_is_never_resent_under_the_new_epoch() -> None:
-    state = ProducerState(auto_claim=True, max_in_flight=5)
+    state = DeliveryTracker(auto_claim=True, max_in_flight=5)
     for i in range(3):
-        state.enqueue(Batch(f"b{i}".encode(), 1))
+        state.enqueue(ProducerBatch(f"b{i}".encode(), 1))
     (zero,) = state.sendable()
     state.answer(zero, Answer.ACKED)
     one, two = state.sendable()
@@ -192,8 +192,8 @@ def test_an_answer_lost_around_a_fence_is_never_resent_under_the_new_epoch() -> 
 
 
 def test_a_gap_nothing_outstanding_can_fill_is_not_waited_on_for_ever() -> None:
-    state = ProducerState(max_attempts=3)
-    state.enqueue(Batch(b"only", 1))
+    state = DeliveryTracker(max_attempts=3)
+    state.enqueue(ProducerBatch(b"only", 1))
     for _ in range(3):
         (send,) = state.sendable()
         state.answer(send, Answer.SEQUENCE_GAP)

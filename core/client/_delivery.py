@@ -42,8 +42,9 @@ class Answer(Enum):
 
 
 @dataclass
-class Batch:
-    """Messages sent together in one request; `seq` and `epoch` are set when it is numbered."""
+class ProducerBatch:
+    """Messages an idempotent producer sends together in one append (not a read's `Batch`);
+    `seq` and `epoch` are set when it is numbered."""
 
     body: bytes
     messages: int
@@ -61,31 +62,35 @@ class Batch:
 
 @dataclass(frozen=True)
 class Send:
-    batch: Batch
+    batch: ProducerBatch
     epoch: int
     seq: int
 
 
 @dataclass
-class ProducerState:
+class DeliveryTracker:
+    """Every batch of one producer from queued to delivered or lost: the (epoch, sequence) it
+    goes under, when it may go, and what each answer means for it and for those after it. The
+    client's side of idempotent appends; the server keeps its own per-producer record."""
+
     epoch: int = 0
     auto_claim: bool = False
     max_in_flight: int = 5
     max_attempts: int = 8
     next_seq: int = 0
-    waiting: deque[Batch] = field(default_factory=deque)  # numbered, not in flight
-    in_flight: dict[int, Batch] = field(default_factory=dict)  # seq -> batch, current epoch
-    delivered: list[Batch] = field(default_factory=list)
-    lost: list[Batch] = field(default_factory=list)
+    waiting: deque[ProducerBatch] = field(default_factory=deque)  # numbered, not in flight
+    in_flight: dict[int, ProducerBatch] = field(default_factory=dict)  # seq -> batch, current epoch
+    delivered: list[ProducerBatch] = field(default_factory=list)
+    lost: list[ProducerBatch] = field(default_factory=list)
     # Until the server has acknowledged something in this epoch, only sequence 0 may be out: a
     # later one overtaking it would be refused (a new epoch must start at 0).
     claiming: bool = True
     fence: int | None = None  # the server's epoch, while the fenced epoch's answers come in
-    refused: list[Batch] = field(default_factory=list)  # fenced, so never committed
+    refused: list[ProducerBatch] = field(default_factory=list)  # fenced, so never committed
 
     # ---------------------------------------------------------------- queueing
 
-    def enqueue(self, batch: Batch) -> None:
+    def enqueue(self, batch: ProducerBatch) -> None:
         batch.epoch, batch.seq = self.epoch, self.next_seq
         self.next_seq += 1
         if self.lost:
@@ -156,7 +161,7 @@ class ProducerState:
         else:
             self._lose_from(batch, reason or "refused by the server")
 
-    def _deliver(self, batch: Batch) -> None:
+    def _deliver(self, batch: ProducerBatch) -> None:
         """Acknowledged: it, and every earlier batch of its epoch, is in the stream."""
         self.delivered.append(batch)
         proven = [b for b in self.lost if b.epoch == batch.epoch and b.seq < batch.seq]
@@ -165,10 +170,10 @@ class ProducerState:
             self.lost.remove(earlier)
             self.delivered.append(earlier)
 
-    def _earlier_given_up(self, batch: Batch) -> bool:
+    def _earlier_given_up(self, batch: ProducerBatch) -> bool:
         return any(b.epoch == batch.epoch and b.seq < batch.seq for b in self.lost)
 
-    def _again(self, batch: Batch, reason: str) -> None:
+    def _again(self, batch: ProducerBatch, reason: str) -> None:
         if self._earlier_given_up(batch):
             self._lose_from(batch, "an earlier batch was given up")
         elif batch.attempts >= self.max_attempts:
@@ -176,7 +181,7 @@ class ProducerState:
         else:
             self._resend(batch)
 
-    def _gap(self, batch: Batch) -> None:
+    def _gap(self, batch: ProducerBatch) -> None:
         """An earlier sequence is still on its way (pipelined requests can overtake each
         other): send this one again once the earlier ones have been answered. Waiting for
         them is not a failure of this batch, so it costs no attempt."""
@@ -194,7 +199,7 @@ class ProducerState:
         batch.parked = True
         self._resend(batch)
 
-    def _stale(self, batch: Batch, server_epoch: int | None) -> None:
+    def _stale(self, batch: ProducerBatch, server_epoch: int | None) -> None:
         if not self.auto_claim or server_epoch is None:
             self._lose_from(batch, f"fenced by producer epoch {server_epoch}")
             return
@@ -202,7 +207,7 @@ class ProducerState:
         self._fenced_out(batch)
         self._claim_when_answered()
 
-    def _while_fenced(self, batch: Batch, answer: Answer) -> None:
+    def _while_fenced(self, batch: ProducerBatch, answer: Answer) -> None:
         if answer is Answer.ACKED:
             self._deliver(batch)  # committed before the fence
         elif answer in (Answer.STALE_EPOCH, Answer.SEQUENCE_GAP, Answer.UNDELIVERED):
@@ -212,7 +217,7 @@ class ProducerState:
             self._fenced_out(batch)
         self._claim_when_answered()
 
-    def _fenced_out(self, batch: Batch) -> None:
+    def _fenced_out(self, batch: ProducerBatch) -> None:
         """Refused under the fence: never committed, unless an earlier attempt may have been."""
         if batch.maybe_committed:
             self._lose_from(batch, "an attempt may have been committed before the fence")
@@ -238,7 +243,7 @@ class ProducerState:
             item.attempts = 0
             self.enqueue(item)
 
-    def _resend(self, batch: Batch) -> None:
+    def _resend(self, batch: ProducerBatch) -> None:
         """Back into the queue at its place in sequence order."""
         position = next((i for i, b in enumerate(self.waiting) if b.seq > batch.seq), None)
         if position is None:
@@ -246,7 +251,7 @@ class ProducerState:
         else:
             self.waiting.insert(position, batch)
 
-    def _lose_from(self, batch: Batch, reason: str) -> None:
+    def _lose_from(self, batch: ProducerBatch, reason: str) -> None:
         """Give this batch up, and every later one of its epoch not yet on its way (those on
         their way are decided by their own answers)."""
         batch.lost_because = reason
