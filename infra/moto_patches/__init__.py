@@ -2,8 +2,9 @@
 that answers as moto does, installed process-wide from one registry (`PATCHES`), and only on
 the moto versions they were tested with (`TESTED_MOTO`).
 
-Importing this package imports none of moto's internals: the patch modules are imported when
-installed."""
+One module a patch, each with `install()` and `uninstall()`; `_condition_builder` is no patch
+but serves `_item_requests`. Importing this package imports none of moto's internals: the
+patch modules are imported when installed."""
 
 from ._registry import (
     PATCHES,

@@ -169,8 +169,8 @@ def install_patches() -> bool:
 
 
 def uninstall_patches() -> None:
-    """Put moto's own objects back wherever a patch was installed (a patch never installed is
-    imported, to be uninstalled, only when moto's version is a tested one)."""
+    """Put moto's own objects back in place of every patch. On an untested moto version, where
+    `install_patches` installs none (and the patch modules might not import), does nothing."""
     if installed_moto_version() not in TESTED_MOTO:
         return
     for patch in reversed(PATCHES):
