@@ -36,7 +36,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from benchmarks._processes import free_port
 from benchmarks.aws_calls import CallMeter
-from durable_streams_aws.core.cdn import LocalCdn, install_nginx
 from durable_streams_aws.core.config import Settings
 from durable_streams_aws.core.runtime import (
     Backend,
@@ -45,6 +44,7 @@ from durable_streams_aws.core.runtime import (
     use_emulator_credentials,
 )
 from durable_streams_aws.infra.emulator import Emulator
+from durable_streams_aws.infra.local_cdn import LocalCdn, install_nginx
 
 ORIGIN_REQUESTS_PER_APPEND_BUDGET = 2.0
 STREAM_HEADERS = ("stream-next-offset", "stream-cursor")

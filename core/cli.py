@@ -60,7 +60,7 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.cdn_port is not None:
-        from .cdn import INSTALL_HINT, find_nginx
+        from durable_streams_aws.infra.local_cdn import INSTALL_HINT, find_nginx
 
         if find_nginx() is None:
             print(f"dsaws: {INSTALL_HINT}", file=sys.stderr)
@@ -119,7 +119,7 @@ def _serve(args: argparse.Namespace) -> int:
     cdn = None
     try:
         if args.cdn_port is not None:
-            from .cdn import LocalCdn
+            from durable_streams_aws.infra.local_cdn import LocalCdn
 
             # The local CDN listens on loopback only, whatever --host says.
             origin_host = "127.0.0.1" if args.host in {"0.0.0.0", "::", ""} else args.host
@@ -212,7 +212,7 @@ def _origin_secret(settings: Settings) -> str | None:
 
 
 def _install_nginx(_: argparse.Namespace) -> int:
-    from .cdn import InstallFailed, install_nginx
+    from durable_streams_aws.infra.local_cdn import InstallFailed, install_nginx
 
     try:
         print(install_nginx())

@@ -1,1 +1,2 @@
-"""The local stack: the embedded emulator and helpers to run the server."""
+"""The local stack: the embedded emulator (`emulator`) with its patches of moto
+(`moto_patches`), the local CDN (`local_cdn`), and a Lambda runtime stand-in (`lambda_bridge`)."""

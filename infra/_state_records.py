@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
+from ._dynamodb_json import encode
 from ._journal import Record
-from ._moto_fast_serialize import encode
 
 _ACCESS_KEY = "emulator"
 

@@ -1,5 +1,6 @@
 """The embedded S3 + DynamoDB emulator: moto's WSGI app behind one global lock, with fast paths
-where moto is slow, reached in-process or over a loopback port, and optionally kept on disk.
+where moto is slow (`moto_patches`, on the moto versions they were tested with), reached
+in-process or over a loopback port, and optionally kept on disk.
 
 moto's DynamoDB is not thread-safe: two concurrent conditional writes can both succeed. Serving
 every request under one lock makes it linearizable, which the store's correctness relies on.
@@ -20,6 +21,7 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from ._in_process import InProcessTransport, status_code
 from ._journal import JOURNAL_NAME, Journal, JournalError, JournalInUse
+from .moto_patches import patch_moto
 
 __all__ = ["IN_PROCESS_ENDPOINT", "JOURNAL_NAME", "Emulator", "JournalError", "JournalInUse"]
 
@@ -158,26 +160,7 @@ class Emulator:
         `progress` hears how a replay of the journal goes, every second after the first."""
         from moto.server import DomainDispatcherApplication, create_backend_app
 
-        from . import (
-            _fast_item_requests,
-            _moto_fast_dispatch,
-            _moto_fast_expressions,
-            _moto_fast_query,
-            _moto_fast_serialize,
-            _moto_transactions,
-        )
-
-        for patch in (
-            _moto_transactions,
-            _moto_fast_serialize,
-            _moto_fast_query,
-            _moto_fast_expressions,
-            _moto_fast_dispatch,
-            _fast_item_requests,
-        ):
-            patch.install()
-        moto_app = DomainDispatcherApplication(create_backend_app)
-        self._locked = _LockedApp(_fast_item_requests.FastItemRequests(moto_app))
+        self._locked = _LockedApp(patch_moto(DomainDispatcherApplication(create_backend_app)))
         app: Any = self._locked if middleware is None else middleware(self._locked)
         self.app = app
         self._host, self._port = host, port

@@ -16,7 +16,7 @@ from auth_support import KEY_SET_TEXT, ORIGIN_SECRET
 from support import ROOT, ServerProcess
 
 from durable_streams_aws.client import AccessDenied, DurableStream
-from durable_streams_aws.core.cdn import install_nginx
+from durable_streams_aws.infra.local_cdn import install_nginx
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ import pytest
 from support import ServerProcess, free_port
 
 from durable_streams_aws.core import cli
-from durable_streams_aws.core.cdn import LocalCdn, install_nginx, unpack_nginx_package
+from durable_streams_aws.infra.local_cdn import LocalCdn, install_nginx, unpack_nginx_package
 
 
 def listening(url: str) -> bool:
@@ -187,7 +187,7 @@ def _until_closed(sock: socket.socket) -> float:
 def test_without_nginx_the_command_says_how_to_get_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("durable_streams_aws.core.cdn.find_nginx", lambda: None)
+    monkeypatch.setattr("durable_streams_aws.infra.local_cdn.find_nginx", lambda: None)
     assert cli.main(["serve", "--cdn-port", "1"]) != 0
     message = capsys.readouterr().err
     assert "dsaws install-nginx" in message and "apt-get install" in message

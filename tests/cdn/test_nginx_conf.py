@@ -8,13 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from durable_streams_aws.core.cdn import (
-    DEFAULT_POLICY,
-    CdnPolicy,
-    NginxSite,
-    install_nginx,
-    render_nginx_conf,
-)
+from durable_streams_aws.core.cdn import DEFAULT_POLICY, CdnPolicy
+from durable_streams_aws.infra.local_cdn import NginxSite, install_nginx, render_nginx_conf
 
 
 def render(tmp_path: Path, policy: CdnPolicy = DEFAULT_POLICY) -> str:

@@ -15,8 +15,8 @@ from report import summarize
 from support import ServerProcess
 
 from durable_streams_aws.core.auth import ORIGIN_SECRET_HEADER
-from durable_streams_aws.core.cdn import install_nginx
 from durable_streams_aws.infra.emulator import Emulator
+from durable_streams_aws.infra.local_cdn import install_nginx
 from interop import CACHE, NodeMissing, install_node_project
 
 HERE = Path(__file__).resolve().parent

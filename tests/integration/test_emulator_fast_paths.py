@@ -235,3 +235,20 @@ def test_a_cached_condition_does_not_change_with_a_stored_item(dynamodb: Any, ta
     refused = dynamodb.exceptions.ConditionalCheckFailedException
     with pytest.raises(refused):  # the set is {a, z} now, not {a}
         dynamodb.update_item(**put_once)
+
+
+def test_request_ids_have_moto_s_form(dynamodb: Any, table: str) -> None:
+    """A request id is unique and of moto's form, with the fast paths or without: 52 letters
+    and digits."""
+    key = {"pk": {"S": "ids"}, "sk": {"S": "one"}}
+    for fast in (True, False):
+        use_fast_paths(fast)
+        try:
+            ids = {
+                dynamodb.get_item(TableName=table, Key=key)["ResponseMetadata"]["RequestId"]
+                for _ in range(3)
+            }
+        finally:
+            use_fast_paths(True)
+        assert len(ids) == 3
+        assert all(len(id) == 52 and id.isascii() and id.isalnum() for id in ids)

@@ -1,8 +1,9 @@
-"""The item requests the emulator answers without moto's web stack (`infra._fast_item_requests`)
-answer, and store, exactly what moto does: each request below runs twice from the same items,
-once with every fast path and once with moto's own code alone, and both the answers and the
-items afterwards must be equal. Each case also says whether the fast layer must answer it or
-leave it to moto, so a case can not pass by never reaching the code it is meant to test."""
+"""The item requests the emulator answers without moto's web stack
+(`infra.moto_patches._item_requests`) answer, and store, exactly what moto does: each request
+below runs twice from the same items, once with every fast path and once with moto's own code
+alone, and both the answers and the items afterwards must be equal. Each case also says whether
+the fast layer must answer it or leave it to moto, so a case can not pass by never reaching the
+code it is meant to test."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ import pytest
 from emulator_support import in_process_dynamodb, use_fast_paths
 
 from durable_streams_aws.core.storage.bootstrap import ensure_table
-from durable_streams_aws.infra import _fast_item_requests
 from durable_streams_aws.infra._in_process import wsgi_environ
 from durable_streams_aws.infra.emulator import Emulator
+from durable_streams_aws.infra.moto_patches import _item_requests
 
 STREAM = {"pk": {"S": "s#x"}, "sk": {"S": "m"}}
 CHUNK = {"pk": {"S": "c#abc"}, "sk": {"S": "c#0000000000000200"}}
@@ -68,8 +69,8 @@ def answered(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
         return handle
 
-    for name, handler in list(_fast_item_requests._HANDLERS.items()):
-        monkeypatch.setitem(_fast_item_requests._HANDLERS, name, recording(handler))
+    for name, handler in list(_item_requests._HANDLERS.items()):
+        monkeypatch.setitem(_item_requests._HANDLERS, name, recording(handler))
     return seen
 
 
@@ -635,7 +636,7 @@ def test_conditions_are_evaluated_as_moto_s(
     from moto.dynamodb.comparisons import get_filter_expression
     from moto.dynamodb.models.dynamo_type import DynamoType, Item
 
-    from durable_streams_aws.infra import _fast_conditions
+    from durable_streams_aws.infra.moto_patches import _condition_builder
 
     item = None
     if stored is not None:
@@ -647,7 +648,7 @@ def test_conditions_are_evaluated_as_moto_s(
         except Exception as error:
             return type(error).__name__
 
-    fast = _fast_conditions.build(expression, CONDITION_NAMES, CONDITION_VALUES)
+    fast = _condition_builder.build(expression, CONDITION_NAMES, CONDITION_VALUES)
     assert (fast is not None) is built
     if fast is not None:
         moto_s = outcome(
@@ -682,11 +683,11 @@ def _raw_body(dynamodb: Any, table: str, request: Callable[[Any, str], Any]) -> 
 def test_bodies_are_byte_for_byte_moto_s(dynamodb: Any, table: str, case: Case) -> None:
     """With every other fast path on, the layer's body is the one moto would have sent."""
     fast = _raw_body(dynamodb, table, case.request)
-    _fast_item_requests.uninstall()
+    _item_requests.uninstall()
     try:
         moto_s = _raw_body(dynamodb, table, case.request)
     finally:
-        _fast_item_requests.install()
+        _item_requests.install()
     assert fast == moto_s
 
 
@@ -712,7 +713,7 @@ def test_a_body_of_unknown_length_is_left_to_moto(
     del environ["CONTENT_LENGTH"]
     environ["wsgi.input_terminated"] = True
     statuses: list[str] = []
-    layer = _fast_item_requests.FastItemRequests(Emulator().app.app.app)
+    layer = _item_requests.FastItemRequests(Emulator().app.app.app)
     b"".join(layer(environ, lambda status, headers, *_: statuses.append(status)))
     assert statuses == ["200 OK"]
     assert answered == []  # never parsed by the layer

@@ -1,4 +1,4 @@
-"""The emulator's encoding of DynamoDB item responses (`infra._moto_fast_serialize.encode`)
+"""The emulator's encoding of DynamoDB item responses (`infra._dynamodb_json.encode`)
 is `json.dumps` with binary values in base64, however it gets there: large binary values are
 spliced in after encoding, and a body whose placeholders cannot be found exactly is encoded
 the plain way."""
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from durable_streams_aws.infra import _moto_fast_serialize
-from durable_streams_aws.infra._moto_fast_serialize import _base64, encode
+from durable_streams_aws.infra import _dynamodb_json
+from durable_streams_aws.infra._dynamodb_json import _base64, encode
 
 
 def plain(result: dict[str, Any]) -> str:
@@ -46,14 +46,14 @@ def test_bodies_are_json_dumps_s(blobs: tuple[bytes, ...]) -> None:
 
 def test_large_values_are_spliced_in_not_encoded_twice(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    dumps = _moto_fast_serialize.json.dumps
+    dumps = _dynamodb_json.json.dumps
 
     def counted(*args: Any, **kwargs: Any) -> str:
         calls.append(1)
         return dumps(*args, **kwargs)
 
     result = page(b"a" * 5000, b"b" * 70_000)
-    monkeypatch.setattr(_moto_fast_serialize.json, "dumps", counted)
+    monkeypatch.setattr(_dynamodb_json.json, "dumps", counted)
     text = encode(result)
     assert len(calls) == 1  # no fallback to the plain way
     monkeypatch.undo()
@@ -63,7 +63,7 @@ def test_large_values_are_spliced_in_not_encoded_twice(monkeypatch: pytest.Monke
 def test_a_stored_string_holding_the_marker_is_encoded_the_plain_way(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_moto_fast_serialize.secrets, "token_hex", lambda _: "fixedmarker")
+    monkeypatch.setattr(_dynamodb_json.secrets, "token_hex", lambda _: "fixedmarker")
     for text in ("fixedmarker", "fixedmarker:0:", "x fixedmarker:1: y"):
         result = page(b"a" * 5000, b"b" * 5000, text=text)
         assert encode(result) == plain(result)

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .local import NGINX_HOME, find_nginx
+from ._server import NGINX_HOME, find_nginx
 
 PACKAGE = "nginx"
 

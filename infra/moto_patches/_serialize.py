@@ -14,15 +14,13 @@ that hold no `<RequestId>` (all JSON ones) are passed as they are.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import secrets
 from typing import Any
 
 from moto.core import responses
 from moto.core.responses import ActionContext, BaseResponse
 from moto.dynamodb.responses import DynamoResult
+
+from .._dynamodb_json import CONTENT_TYPE, encode
 
 # The operations whose results hold nothing but items, keys, counts and capacities.
 ITEM_OPERATIONS = frozenset(
@@ -39,55 +37,9 @@ ITEM_OPERATIONS = frozenset(
         "TransactGetItems",
     }
 )
-CONTENT_TYPE = "application/x-amz-json-1.0"
 
 _moto_execute_result = DynamoResult.execute_result
 _moto_enrich_response = BaseResponse._enrich_response
-
-
-def _base64(value: object) -> str:
-    if isinstance(value, bytes | bytearray):
-        return base64.b64encode(value).decode("ascii")
-    raise TypeError(f"not JSON-encodable in a DynamoDB item response: {type(value).__name__}")
-
-
-# Binary values at least this long are spliced into the body rather than encoded by `json`.
-_SPLICED_BYTES = 4096
-
-
-def encode(result: dict[str, Any]) -> str:
-    """The response body DynamoDB would send for `result`.
-
-    A page of large binary values (a catch-up read: a megabyte of chunks) spent more time in
-    `json` escaping their base64 text, which never needs escaping, than in encoding it. Large
-    values are encoded as a placeholder holding a random marker, and their base64 text is
-    spliced in its place afterwards; should the markers not come out exactly once each, in
-    order (a stored string holding the marker), the body is encoded the plain way."""
-    spliced: list[bytes] = []
-    marker = secrets.token_hex(8)
-
-    def placeholder(value: object) -> str:
-        if type(value) is not bytes:
-            return _base64(value)
-        if len(value) < _SPLICED_BYTES:
-            return binascii.b2a_base64(value, newline=False).decode("ascii")
-        spliced.append(value)
-        return f"{marker}:{len(spliced) - 1}:"
-
-    text = json.dumps(result, default=placeholder, separators=(",", ":"))
-    if not spliced:
-        return text
-    pieces = text.split(marker)
-    if len(pieces) != len(spliced) + 1:
-        return json.dumps(result, default=_base64, separators=(",", ":"))
-    out = [pieces[0]]
-    for number, (value, piece) in enumerate(zip(spliced, pieces[1:], strict=True)):
-        label = f":{number}:"
-        if not piece.startswith(label):
-            return json.dumps(result, default=_base64, separators=(",", ":"))
-        out.append(binascii.b2a_base64(value, newline=False).decode("ascii"))
-        out.append(piece[len(label) :])
-    return "".join(out)
 
 
 def _execute_result(self: DynamoResult, context: ActionContext) -> Any:

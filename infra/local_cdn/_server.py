@@ -13,8 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from .nginx import DEFAULT_MAX_APPEND_BYTES, NginxSite, render_nginx_conf
-from .policy import DEFAULT_POLICY, CdnPolicy
+from durable_streams_aws.core.cdn import DEFAULT_POLICY, CdnPolicy
+
+from ._conf import DEFAULT_MAX_APPEND_BYTES, NginxSite, render_nginx_conf
 
 _WORKDIR_PREFIX = "dsaws-cdn-"
 # Where `dsaws install-nginx` unpacks Debian's nginx package when the system has none.

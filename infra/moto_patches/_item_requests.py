@@ -40,8 +40,8 @@ from moto.dynamodb.models.table import Table
 from moto.dynamodb.models.utilities import dynamo_to_dict
 from moto.dynamodb.responses import DynamoHandler
 
-from . import _fast_conditions
-from ._moto_fast_serialize import CONTENT_TYPE, encode
+from .._dynamodb_json import CONTENT_TYPE, encode
+from . import _condition_builder
 
 _TARGET_PREFIX = "DynamoDB_20120810."
 # moto refuses an item over this size (its own limit, a little above DynamoDB's 400 KB).
@@ -278,7 +278,7 @@ def _holds(expressions: _Expressions, item: Item | None) -> bool | None:
         return True
     condition, names, values = expressions.condition, expressions.names, expressions.values
     try:
-        check = _fast_conditions.build(condition, names, values)
+        check = _condition_builder.build(condition, names, values)
         if check is None:
             check = get_filter_expression(condition, names, values)
         return bool(check.expr(item))

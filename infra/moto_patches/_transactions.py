@@ -24,6 +24,7 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
 
+_moto_transact_write_items = DynamoDBBackend.transact_write_items
 _OPERATIONS = {"ConditionCheck", "Put", "Delete", "Update"}
 
 
@@ -118,3 +119,7 @@ def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, A
 
 def install() -> None:
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
+def uninstall() -> None:
+    DynamoDBBackend.transact_write_items = _moto_transact_write_items  # type: ignore[method-assign]
