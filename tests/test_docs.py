@@ -29,7 +29,7 @@ FIRST_LINES = (
     "```\n"
 )
 
-# A repository path written in backticks: `core/storage/dynamo.py`, `infra/_moto_fast_*.py`.
+# A repository path written in backticks: `core/storage/dynamo.py`, `infra/moto_patches/_*.py`.
 _REPOSITORY_PATH = re.compile(
     r"`((?:core|functions|infra|pipeline|interop|tests|benchmarks|docs)/[\w./*-]*)`"
 )

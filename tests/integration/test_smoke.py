@@ -10,7 +10,7 @@ import pytest
 from auth_support import KEY_SET_TEXT, ORIGIN_SECRET
 from support import ServerProcess, run_dsaws
 
-from durable_streams_aws.core.cdn import install_nginx
+from durable_streams_aws.infra.local_cdn import install_nginx
 
 pytestmark = pytest.mark.integration
 
