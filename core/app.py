@@ -18,7 +18,6 @@ from .auth import (
     Decision,
     KeysUnavailable,
     Need,
-    OriginLock,
     Refused,
     needs_for,
 )
@@ -28,6 +27,7 @@ from .config import Settings
 from .http import responses
 from .http.listing import list_streams
 from .http.middleware import AccessLog, DefaultHeaders
+from .http.origin_lock import OriginLock
 from .http.streams import StreamEndpoints
 from .http.wakeups import Wakeups
 from .protocol.errors import ProtocolError
