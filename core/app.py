@@ -31,6 +31,7 @@ from .http.origin_lock import OriginLock
 from .http.streams import StreamEndpoints
 from .http.wakeups import Wakeups
 from .protocol.errors import ProtocolError
+from .protocol.headers import PROTOCOL_HEADERS
 from .protocol.paths import parse_stream_path
 from .protocol.query import check_parameter_names
 from .storage import StoreUnavailable, StreamStore
@@ -143,7 +144,7 @@ def create_app(
         secrets.current()  # at start: a secret that cannot be read fails the start
         app.add_middleware(OriginLock, lock=settings.origin_lock, secrets=secrets)
         app.state.origin_secrets = secrets  # for a warm-up request that must get through
-    exposed_headers = ["ETag", "Location", "WWW-Authenticate", *responses.PROTOCOL_HEADERS]
+    exposed_headers = ["ETag", "Location", "WWW-Authenticate", *PROTOCOL_HEADERS]
     any_origin = settings.cors_origin_list == ("*",)
     # Bearer tokens travel in a header, not in cookies: browsers never need credentials mode,
     # so credentials are never allowed, and never reflected to whatever origin asks.
@@ -156,7 +157,7 @@ def create_app(
             "Content-Type",
             "If-None-Match",
             "Authorization",
-            *responses.PROTOCOL_HEADERS,
+            *PROTOCOL_HEADERS,
         ],
         expose_headers=exposed_headers,
         max_age=86400,

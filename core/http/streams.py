@@ -29,6 +29,19 @@ from ..protocol.errors import ProtocolError, bad_request
 from ..protocol.headers import (
     DEFAULT_CONTENT_TYPE,
     JSON_MEDIA_TYPE,
+    PRODUCER_EPOCH,
+    PRODUCER_ID,
+    PRODUCER_SEQ,
+    STREAM_CLOSED,
+    STREAM_CURSOR,
+    STREAM_EXPIRES_AT,
+    STREAM_FORK_OFFSET,
+    STREAM_FORK_SUB_OFFSET,
+    STREAM_FORKED_FROM,
+    STREAM_SEQ,
+    STREAM_SSE_DATA_ENCODING,
+    STREAM_TTL,
+    STREAM_UP_TO_DATE,
     check_content_encoding,
     check_lifetime,
     is_json,
@@ -181,13 +194,13 @@ class StreamEndpoints:
     async def _parse_create(self, request: Request) -> CreateSpec:
         content_type = _content_type(request)
         check_content_encoding(_header(request, "Content-Encoding"))
-        ttl = parse_ttl(_header(request, r.STREAM_TTL))
-        expires_at = parse_expires_at(_header(request, r.STREAM_EXPIRES_AT))
+        ttl = parse_ttl(_header(request, STREAM_TTL))
+        expires_at = parse_expires_at(_header(request, STREAM_EXPIRES_AT))
         check_lifetime(ttl, expires_at, time.time())
         fork = self._parse_fork(request)
         if fork is None and content_type is None:
             content_type = DEFAULT_CONTENT_TYPE
-        closed = is_true(_header(request, r.STREAM_CLOSED))
+        closed = is_true(_header(request, STREAM_CLOSED))
         body = await self._body(request)
         if body and content_type is None:
             raise bad_request("a fork created with a body needs a Content-Type")
@@ -195,9 +208,9 @@ class StreamEndpoints:
         return CreateSpec(content_type, ttl, expires_at, closed, payload, fork)
 
     def _parse_fork(self, request: Request) -> ForkRequest | None:
-        source = _header(request, r.STREAM_FORKED_FROM)
-        offset = _header(request, r.STREAM_FORK_OFFSET)
-        sub_offset = _header(request, r.STREAM_FORK_SUB_OFFSET)
+        source = _header(request, STREAM_FORKED_FROM)
+        offset = _header(request, STREAM_FORK_OFFSET)
+        sub_offset = _header(request, STREAM_FORK_SUB_OFFSET)
         if source is None:
             if offset is not None or sub_offset is not None:
                 raise bad_request("fork offsets need Stream-Forked-From")
@@ -211,7 +224,7 @@ class StreamEndpoints:
     def fork_source(self, request: Request) -> str | None:
         """The path of the stream a create forks from (None: not a fork); 400 when the
         header names no stream of this server."""
-        source = _header(request, r.STREAM_FORKED_FROM)
+        source = _header(request, STREAM_FORKED_FROM)
         return None if source is None else self._fork_source(request, source.strip())
 
     def _fork_source(self, request: Request, value: str) -> str:
@@ -282,13 +295,13 @@ class StreamEndpoints:
             logger.exception("subscription notice for %s failed", path)
 
     async def _parse_append(self, request: Request) -> tuple[AppendIntent, Payload]:
-        close = is_true(_header(request, r.STREAM_CLOSED))
+        close = is_true(_header(request, STREAM_CLOSED))
         producer = parse_producer(
-            _header(request, r.PRODUCER_ID),
-            _header(request, r.PRODUCER_EPOCH),
-            _header(request, r.PRODUCER_SEQ),
+            _header(request, PRODUCER_ID),
+            _header(request, PRODUCER_EPOCH),
+            _header(request, PRODUCER_SEQ),
         )
-        stream_seq = parse_stream_seq(_header(request, r.STREAM_SEQ))
+        stream_seq = parse_stream_seq(_header(request, STREAM_SEQ))
         check_content_encoding(_header(request, "Content-Encoding"))
         body = await self._body(request)
         if not body and not close:
@@ -434,7 +447,7 @@ class StreamEndpoints:
             "X-Accel-Buffering": "no",
         }
         if uses_base64(info.content_type):
-            headers[r.STREAM_SSE_DATA_ENCODING] = "base64"
+            headers[STREAM_SSE_DATA_ENCODING] = "base64"
         events = self.sse.events(info, plan)
         if window:
             body = b"".join([event async for event in events])
@@ -484,9 +497,9 @@ class StreamEndpoints:
             **r.offset_headers(batch.end, closed, batch.inside),
         }
         if up_to_date:
-            headers[r.STREAM_UP_TO_DATE] = "true"
+            headers[STREAM_UP_TO_DATE] = "true"
         if read.live is not None and not closed:
-            headers[r.STREAM_CURSOR] = self._cursor(batch.end, read)
+            headers[STREAM_CURSOR] = self._cursor(batch.end, read)
         tag = caching.etag(info.incarnation, batch.start, batch.end, closed)
         headers["ETag"] = tag
         shape = ReadShape(
@@ -517,11 +530,11 @@ class StreamEndpoints:
         shape = ReadShape(_read_mode(read), False, True, info.closed, read.from_now)
         headers = {
             **r.stream_headers(info),
-            r.STREAM_UP_TO_DATE: "true",
+            STREAM_UP_TO_DATE: "true",
             "Cache-Control": self._cache_control(info, shape, read.access),
         }
         if read.live is not None and not info.closed:
-            headers[r.STREAM_CURSOR] = self._cursor(info.tail, read)
+            headers[STREAM_CURSOR] = self._cursor(info.tail, read)
         if status == 204:
             return Response(status_code=204, headers=headers)
         body = b"[]" if is_json(info.content_type) else b""
