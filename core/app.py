@@ -55,7 +55,9 @@ def create_app(
     """`store_in_process`: the store answers in this process without waiting on a network
     (the embedded emulator): most of its calls are then made on the event loop itself."""
     app = FastAPI(title="Durable Streams on AWS", docs_url=None, redoc_url=None)
-    endpoints = StreamEndpoints(settings, store, Wakeups(), telemetry, store_in_process)
+    endpoints = StreamEndpoints(
+        settings.stream_settings, store, Wakeups(), telemetry, store_in_process
+    )
     app.state.endpoints = endpoints
     guard = _guard(settings)
     if settings.subscriptions:
