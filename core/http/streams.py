@@ -1,8 +1,10 @@
 """The stream endpoints: each reads as parse -> validate -> execute -> respond.
 
-Everything a response needs from the request (including its Location) is parsed and checked
-before the store is called, so a request is refused whole or executed whole: building the
-answer to a write that has been committed cannot fail.
+Parsing and validation are `core.http.requests` (pure; the body is read here, within the append
+limit); executing is the store's; responding is `core.http.responses`. Everything a response
+needs from the request (including its Location) is parsed and checked before the store is
+called, so a request is refused whole or executed whole: building the answer to a write that
+has been committed cannot fail.
 """
 
 from __future__ import annotations
@@ -138,7 +140,6 @@ class StreamEndpoints:
     # ------------------------------------------------------------------ PUT
 
     async def create(self, request: Request, path: str) -> Response:
-        # parse (headers, then the body) -> execute -> respond
         parsed = parse_create(request.headers, self.settings.base_path)
         spec = parsed.with_body(await self._body(request), self.response_budget)
         location = self._location(request, path)
