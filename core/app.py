@@ -1,9 +1,13 @@
-"""The FastAPI application: routes map HTTP onto the store through the protocol helpers."""
+"""The FastAPI application, assembled from tables: the error handlers, the route groups (in
+the order they are matched) and the middleware (outermost first), each configured by the
+settings. A new route group or middleware is a row here; the routes' work is in `core.http`."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
@@ -18,7 +22,6 @@ from .auth import (
     Decision,
     KeysUnavailable,
     Need,
-    OriginLock,
     Refused,
     needs_for,
 )
@@ -28,9 +31,11 @@ from .config import Settings
 from .http import responses
 from .http.listing import list_streams
 from .http.middleware import AccessLog, DefaultHeaders
+from .http.origin_lock import OriginLock
 from .http.streams import StreamEndpoints
 from .http.wakeups import Wakeups
 from .protocol.errors import ProtocolError
+from .protocol.headers import PROTOCOL_HEADERS
 from .protocol.paths import parse_stream_path
 from .protocol.query import check_parameter_names
 from .storage import StoreUnavailable, StreamStore
@@ -41,6 +46,39 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("dsaws")
 _METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"]
+# What a browser may read of a cross-origin response, besides the simple headers.
+_EXPOSED_HEADERS = ("ETag", "Location", "WWW-Authenticate", *PROTOCOL_HEADERS)
+_ALLOWED_HEADERS = ("Content-Type", "If-None-Match", "Authorization", *PROTOCOL_HEADERS)
+
+
+class Admit(Protocol):
+    async def __call__(self, request: Request, needs: tuple[Need, ...], path: str) -> Decision: ...
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """What the route groups are built from."""
+
+    settings: Settings
+    store: StreamStore
+    endpoints: StreamEndpoints
+    admit: Admit
+
+
+@dataclass(frozen=True)
+class _RouteGroup:
+    """Routes registered together, when the deployment turns them on."""
+
+    enabled: Callable[[Settings], bool]
+    add: Callable[[FastAPI, _Parts], None]
+
+
+@dataclass(frozen=True)
+class _Middleware:
+    """A middleware and its options, when the deployment asks for it (None: not used)."""
+
+    cls: type
+    options: Callable[[Settings, FastAPI], dict[str, Any] | None]
 
 
 def create_app(
@@ -51,14 +89,34 @@ def create_app(
     *,
     store_in_process: bool = False,
 ) -> FastAPI:
-    """`store_in_process`: the store answers in this process without waiting on a network
+    """The app: the error handlers, the route groups and the middleware of the tables below,
+    each as the settings configure it.
+
+    `store_in_process`: the store answers in this process without waiting on a network
     (the embedded emulator): most of its calls are then made on the event loop itself."""
     app = FastAPI(title="Durable Streams on AWS", docs_url=None, redoc_url=None)
-    endpoints = StreamEndpoints(settings, store, Wakeups(), telemetry, store_in_process)
+    endpoints = StreamEndpoints(
+        settings.stream_settings, store, Wakeups(), telemetry, store_in_process
+    )
     app.state.endpoints = endpoints
+    parts = _Parts(settings, store, endpoints, _admission(settings))
+    for error_type, handler in _error_handlers(settings.retry_after_seconds).items():
+        app.add_exception_handler(error_type, handler)
+    for group in _ROUTE_GROUPS:
+        if group.enabled(settings):
+            group.add(app, parts)
+    # Starlette wraps the app in each middleware added, so the last one added runs first.
+    for middleware in reversed(_MIDDLEWARE):
+        options = middleware.options(settings, app)
+        if options is not None:
+            app.add_middleware(middleware.cls, **options)
+    if access_log is not None:
+        app.add_middleware(AccessLog, logger=access_log)  # outermost: it sees every answer
+    return app
+
+
+def _admission(settings: Settings) -> Admit:
     guard = _guard(settings)
-    if settings.subscriptions:
-        _add_subscriptions(app, settings, store, endpoints, lambda r, n: admit(r, n, ""))
 
     async def admit(request: Request, needs: tuple[Need, ...], path: str) -> Decision:
         """Access control, before anything else touches the store. Every cache-key parameter
@@ -69,54 +127,73 @@ def create_app(
         items = request.query_params.multi_items()
         return await run_in_threadpool(guard.check, needs, request.headers, items, path)
 
-    @app.exception_handler(ProtocolError)
-    async def _protocol_error(_: Request, exc: ProtocolError) -> Response:
+    return admit
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+def _error_handlers(retry_after_seconds: int) -> dict[type[Exception], Any]:
+    """How each exception a route may raise is answered, in the shape of every other error."""
+
+    async def protocol_error(_: Request, exc: ProtocolError) -> Response:
         return responses.protocol_error(exc)
 
-    @app.exception_handler(HTTPException)
-    async def _routing_error(_: Request, exc: HTTPException) -> Response:
+    async def routing_error(_: Request, exc: HTTPException) -> Response:
         # Unknown paths and methods answer in the same shape as every other error.
         return responses.error(
             exc.status_code, responses.error_code(exc.status_code), exc.detail, exc.headers
         )
 
-    @app.exception_handler(ClientDisconnect)
-    async def _client_left(request: Request, _: ClientDisconnect) -> Response:
+    async def client_left(request: Request, _: ClientDisconnect) -> Response:
         # Normal on the internet (a tab closed, a timeout): one line, not a traceback.
         logger.info(
             "%s %s: the client left before its body arrived", request.method, request.url.path
         )
         return responses.client_gone()
 
-    @app.exception_handler(StoreUnavailable)
-    async def _unavailable(_: Request, exc: StoreUnavailable) -> Response:
+    async def store_unavailable(_: Request, exc: StoreUnavailable) -> Response:
         logger.warning("storage unavailable: %s", exc)
-        retry_after = max(settings.retry_after_seconds, exc.retry_after)
+        retry_after = max(retry_after_seconds, exc.retry_after)
         return responses.unavailable("storage is busy; retry shortly", retry_after)
 
-    @app.exception_handler(KeysUnavailable)
-    async def _keys_unavailable(_: Request, exc: KeysUnavailable) -> Response:
+    async def keys_unavailable(_: Request, exc: KeysUnavailable) -> Response:
         logger.warning("access control keys unavailable: %s", exc)
         message = "credentials cannot be checked right now; retry shortly"
-        return responses.unavailable(message, settings.retry_after_seconds)
+        return responses.unavailable(message, retry_after_seconds)
 
-    if settings.listing:
+    return {
+        ProtocolError: protocol_error,
+        HTTPException: routing_error,
+        ClientDisconnect: client_left,
+        StoreUnavailable: store_unavailable,
+        KeysUnavailable: keys_unavailable,
+    }
 
-        @app.get(settings.base_path)
-        async def listing(request: Request) -> Response:
-            access = await admit(request, LISTING_NEEDS, "")
-            if isinstance(access, Refused):
-                return responses.refused(access)
-            return await list_streams(request, store)
+
+# ---------------------------------------------------------------------------- routes
+
+
+def _add_listing(app: FastAPI, parts: _Parts) -> None:
+    @app.get(parts.settings.base_path)
+    async def listing(request: Request) -> Response:
+        access = await parts.admit(request, LISTING_NEEDS, "")
+        if isinstance(access, Refused):
+            return responses.refused(access)
+        return await list_streams(request, parts.store)
+
+
+def _add_streams(app: FastAPI, parts: _Parts) -> None:
+    endpoints = parts.endpoints
 
     # The path is read from the request rather than declared as a parameter: FastAPI would
     # build a validation model for it (and import pydantic.v1 to do so) for a plain string.
-    @app.api_route(settings.base_path + "/{path:path}", methods=_METHODS)
+    @app.api_route(parts.settings.base_path + "/{path:path}", methods=_METHODS)
     async def stream(request: Request) -> Response:
         path = parse_stream_path(request.path_params["path"])
         method = request.method
         source = endpoints.fork_source(request) if method == "PUT" else None
-        access = await admit(request, needs_for(method, path, source), path)
+        access = await parts.admit(request, needs_for(method, path, source), path)
         if isinstance(access, Refused):
             refusal = responses.refused(access)
             return responses.bodyless(refusal) if method == "HEAD" else refusal
@@ -132,35 +209,61 @@ def create_app(
             return await endpoints.delete(path)
         return Response(status_code=204, headers={"Allow": ", ".join(_METHODS)})
 
+
+def _add_health(app: FastAPI, _: _Parts) -> None:
     @app.get("/healthz", response_model=None)  # no model to validate a constant against
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    if settings.origin_lock != "off":
-        secrets = origin_secret_source(
-            settings.origin_secret, settings.origin_secret_id, settings.auth_keys_max_age
-        )
-        secrets.current()  # at start: a secret that cannot be read fails the start
-        app.add_middleware(OriginLock, lock=settings.origin_lock, secrets=secrets)
-        app.state.origin_secrets = secrets  # for a warm-up request that must get through
-    exposed_headers = ["ETag", "Location", "WWW-Authenticate", *responses.PROTOCOL_HEADERS]
-    any_origin = settings.cors_origin_list == ("*",)
+
+def _add_subscription_group(app: FastAPI, parts: _Parts) -> None:
+    def admit(request: Request, needs: tuple[Need, ...]) -> Awaitable[Decision]:
+        return parts.admit(request, needs, "")
+
+    _add_subscriptions(app, parts.settings, parts.store, parts.endpoints, admit)
+
+
+def _always(_: Settings) -> bool:
+    return True
+
+
+# In the order they are matched: the `__ds` control API before the stream routes it sits
+# under.
+_ROUTE_GROUPS = (
+    _RouteGroup(lambda settings: settings.subscriptions, _add_subscription_group),
+    _RouteGroup(lambda settings: settings.listing, _add_listing),
+    _RouteGroup(_always, _add_streams),
+    _RouteGroup(_always, _add_health),
+)
+
+
+# ---------------------------------------------------------------------------- middleware
+
+
+def _origin_lock(settings: Settings, app: FastAPI) -> dict[str, Any] | None:
+    lock = settings.origin_lock_settings
+    if lock.lock == "off":
+        return None
+    secrets = origin_secret_source(lock.inline_secrets, lock.secret_id, lock.max_age)
+    secrets.current()  # at start: a secret that cannot be read fails the start
+    app.state.origin_secrets = secrets  # for a warm-up request that must get through
+    return {"lock": lock.lock, "secrets": secrets}
+
+
+def _cors(settings: Settings, _: FastAPI) -> dict[str, Any]:
     # Bearer tokens travel in a header, not in cookies: browsers never need credentials mode,
     # so credentials are never allowed, and never reflected to whatever origin asks.
-    app.add_middleware(
-        CORSMiddleware,
-        allow_origins=list(settings.cors_origin_list),
-        allow_credentials=False,
-        allow_methods=_METHODS,
-        allow_headers=[
-            "Content-Type",
-            "If-None-Match",
-            "Authorization",
-            *responses.PROTOCOL_HEADERS,
-        ],
-        expose_headers=exposed_headers,
-        max_age=86400,
-    )
+    return {
+        "allow_origins": list(settings.cors.origins),
+        "allow_credentials": False,
+        "allow_methods": _METHODS,
+        "allow_headers": list(_ALLOWED_HEADERS),
+        "expose_headers": list(_EXPOSED_HEADERS),
+        "max_age": 86400,
+    }
+
+
+def _default_headers(settings: Settings, _: FastAPI) -> dict[str, Any]:
     # A cached response is served to every later request for its URL, with or without an
     # Origin header, so the CORS headers of an any-origin deployment go on every response a
     # cache may keep. A list of origins is answered per request, and the CDN keys on the
@@ -168,12 +271,17 @@ def create_app(
     # CORSMiddleware gives that one the headers if it came with an Origin.
     cors_defaults = [
         ("Access-Control-Allow-Origin", "*"),
-        ("Access-Control-Expose-Headers", ", ".join(exposed_headers)),
+        ("Access-Control-Expose-Headers", ", ".join(_EXPOSED_HEADERS)),
     ]
-    app.add_middleware(DefaultHeaders, cacheable_extra=cors_defaults if any_origin else [])
-    if access_log is not None:
-        app.add_middleware(AccessLog, logger=access_log)
-    return app
+    return {"cacheable_extra": cors_defaults if settings.cors.any_origin else []}
+
+
+# Outermost first: a request passes through them in this order (after the access log).
+_MIDDLEWARE = (
+    _Middleware(DefaultHeaders, _default_headers),
+    _Middleware(CORSMiddleware, _cors),
+    _Middleware(OriginLock, _origin_lock),
+)
 
 
 def _add_subscriptions(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -36,6 +37,55 @@ ORIGIN_SECRET_PATTERN = re.compile(r"[A-Za-z0-9._~+/=-]{16,}")
 
 def running_in_lambda() -> bool:
     return bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
+
+
+@dataclass(frozen=True)
+class SizeLimits:
+    """How big a request body and a response may be (bytes)."""
+
+    max_append_bytes: int
+    max_read_bytes: int  # a read's data, except a catch-up read from a stream's start
+    max_read_from_start_bytes: int | None  # that read's (None or 0: max_response_bytes)
+    max_response_bytes: int  # a response body once encoded for the front door
+
+
+@dataclass(frozen=True)
+class LiveReads:
+    """How the live reads (long-poll, SSE) wait."""
+
+    poll_interval: float  # seconds between tail checks
+    long_poll_timeout: float
+    sse_window: bool  # answer SSE in bounded windows (buffered hosts) rather than streaming
+    sse_seconds: float  # how long an SSE response lasts: its window, or its lifetime
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """What the stream endpoints need of the settings."""
+
+    base_path: str
+    limits: SizeLimits
+    live: LiveReads
+    cache_rules: CacheRules
+
+
+@dataclass(frozen=True)
+class OriginLockSettings:
+    """Which requests must come through the CDN, and where the accepted secrets are."""
+
+    lock: Literal["off", "reads", "all"]
+    inline_secrets: str | None
+    secret_id: str | None
+    max_age: float  # seconds the secret fetched from `secret_id` is cached
+
+
+@dataclass(frozen=True)
+class CorsSettings:
+    origins: tuple[str, ...]  # ("*",): any origin
+
+    @property
+    def any_origin(self) -> bool:
+        return self.origins == ("*",)
 
 
 ENV_PREFIX = "DS_"
@@ -328,6 +378,33 @@ class Settings(BaseModel):
             self.stale_while_revalidate,
             self.cache_timeout_max_age,
         )
+
+    @property
+    def stream_settings(self) -> StreamSettings:
+        limits = SizeLimits(
+            self.max_append_bytes,
+            self.max_read_bytes,
+            self.max_read_from_start_bytes,
+            self.max_response_bytes,
+        )
+        window = self.sse_mode == "window"
+        live = LiveReads(
+            self.poll_interval,
+            self.long_poll_timeout,
+            window,
+            self.sse_window_seconds if window else self.sse_lifetime,
+        )
+        return StreamSettings(self.base_path, limits, live, self.cache_rules)
+
+    @property
+    def origin_lock_settings(self) -> OriginLockSettings:
+        return OriginLockSettings(
+            self.origin_lock, self.origin_secret, self.origin_secret_id, self.auth_keys_max_age
+        )
+
+    @property
+    def cors(self) -> CorsSettings:
+        return CorsSettings(self.cors_origin_list)
 
     @property
     def sse_window_seconds(self) -> float:

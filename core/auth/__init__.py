@@ -28,7 +28,7 @@ from .decision import (
 )
 from .grants import Action, Grant, parse_grant, parse_grants, render_grants
 from .keys import KeyConfigError, KeySet, KeySource, KeysUnavailable, StoredValue, parse_key_set
-from .origin import ORIGIN_SECRET_HEADER, OriginLock
+from .origin import ORIGIN_SECRET_HEADER
 from .signed_urls import SIGNED_URL_PARAMETERS, round_expiry, sign
 
 _LAZY = {"Guard": "guard", "TokenVerifier": "tokens", "mint_token": "tokens"}
@@ -63,7 +63,6 @@ __all__ = [
     "KeySource",
     "KeysUnavailable",
     "Need",
-    "OriginLock",
     "Presented",
     "Refused",
     "SignedRead",

@@ -6,7 +6,10 @@ directly; `all` locks everything.
 Several values may be accepted at once, for rotation: `DS_ORIGIN_SECRET` lists them (comma-
 separated), or the Secrets Manager secret `DS_ORIGIN_SECRET_ID` holds
 `{"current": ..., "previous": ...}` (CloudFront sends `current`; the function also accepts
-`previous` while CloudFront's edges move to the new value)."""
+`previous` while CloudFront's edges move to the new value).
+
+This module decides; the middleware that applies the decision to requests is
+`core.http.origin_lock.OriginLock`."""
 
 from __future__ import annotations
 
@@ -14,17 +17,11 @@ import hmac
 import json
 from collections.abc import Sequence
 
-from starlette.concurrency import run_in_threadpool
-from starlette.types import ASGIApp, Receive, Scope, Send
-
 from ..config import ORIGIN_SECRET_PATTERN
-from ..http import responses
 from .keys import KeyConfigError, StoredValue
 
 ORIGIN_SECRET_HEADER = "x-ds-origin-secret"
 _READ_METHODS = {"GET", "HEAD"}
-# Reveals nothing, and lets a load balancer or a test see the process is up.
-_UNLOCKED_PATHS = {"/healthz"}
 
 
 def parse_origin_secrets(text: str) -> tuple[str, ...]:
@@ -54,42 +51,6 @@ def came_through_cdn(presented: str | None, secrets: Sequence[str]) -> bool:
 
 def must_come_through_cdn(lock: str, method: str) -> bool:
     return lock == "all" or (lock == "reads" and method in _READ_METHODS)
-
-
-class OriginLock:
-    def __init__(self, app: ASGIApp, lock: str, secrets: StoredValue[tuple[str, ...]]) -> None:
-        self.app = app
-        self.lock = lock
-        self.secrets = secrets
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] == "http"
-            and scope["path"] not in _UNLOCKED_PATHS
-            and must_come_through_cdn(self.lock, scope["method"])
-        ):
-            presented = next(
-                (
-                    value.decode("latin-1")
-                    for name, value in scope.get("headers", [])
-                    if name == ORIGIN_SECRET_HEADER.encode()
-                ),
-                None,
-            )
-            secrets = (
-                await run_in_threadpool(self.secrets.current)
-                if self.secrets.stored
-                else self.secrets.current()
-            )
-            if not came_through_cdn(presented, secrets):
-                refusal = responses.error(
-                    403, "forbidden", "this endpoint answers only requests through the CDN"
-                )
-                if scope["method"] == "HEAD":
-                    refusal = responses.bodyless(refusal)
-                await refusal(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 def origin_secret_source(

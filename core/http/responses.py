@@ -10,48 +10,22 @@ from ..auth.decision import Refused
 from ..protocol import caching
 from ..protocol.append import AppendIntent, Verdict
 from ..protocol.errors import ProtocolError
-from ..protocol.headers import format_expires_at
+from ..protocol.headers import (
+    PRODUCER_EPOCH,
+    PRODUCER_EXPECTED_SEQ,
+    PRODUCER_RECEIVED_SEQ,
+    PRODUCER_SEQ,
+    STREAM_CLOSED,
+    STREAM_EXPIRES_AT,
+    STREAM_NEXT_OFFSET,
+    STREAM_TTL,
+    format_expires_at,
+)
 from ..protocol.jsonmode import join_messages
 from ..protocol.offsets import format_offset
 from ..protocol.producer import ProducerState
 from ..storage.model import AppendOutcome, CreateOutcome, CreateStatus, ReadBatch, StreamInfo
 from .disconnect import CLIENT_CLOSED_REQUEST
-
-STREAM_NEXT_OFFSET = "Stream-Next-Offset"
-STREAM_CLOSED = "Stream-Closed"
-STREAM_UP_TO_DATE = "Stream-Up-To-Date"
-STREAM_CURSOR = "Stream-Cursor"
-STREAM_TTL = "Stream-TTL"
-STREAM_EXPIRES_AT = "Stream-Expires-At"
-STREAM_SEQ = "Stream-Seq"
-PRODUCER_ID = "Producer-Id"
-PRODUCER_EPOCH = "Producer-Epoch"
-PRODUCER_SEQ = "Producer-Seq"
-PRODUCER_EXPECTED_SEQ = "Producer-Expected-Seq"
-PRODUCER_RECEIVED_SEQ = "Producer-Received-Seq"
-STREAM_SSE_DATA_ENCODING = "Stream-SSE-Data-Encoding"
-STREAM_FORKED_FROM = "Stream-Forked-From"
-STREAM_FORK_OFFSET = "Stream-Fork-Offset"
-STREAM_FORK_SUB_OFFSET = "Stream-Fork-Sub-Offset"
-
-PROTOCOL_HEADERS = [
-    STREAM_NEXT_OFFSET,
-    STREAM_CLOSED,
-    STREAM_UP_TO_DATE,
-    STREAM_CURSOR,
-    STREAM_TTL,
-    STREAM_EXPIRES_AT,
-    STREAM_SEQ,
-    PRODUCER_ID,
-    PRODUCER_EPOCH,
-    PRODUCER_SEQ,
-    PRODUCER_EXPECTED_SEQ,
-    PRODUCER_RECEIVED_SEQ,
-    STREAM_FORKED_FROM,
-    STREAM_FORK_OFFSET,
-    STREAM_FORK_SUB_OFFSET,
-    STREAM_SSE_DATA_ENCODING,
-]
 
 
 def error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:

@@ -1,62 +1,42 @@
 """The stream endpoints: each reads as parse -> validate -> execute -> respond.
 
-Everything a response needs from the request (including its Location) is parsed and checked
-before the store is called, so a request is refused whole or executed whole: building the
-answer to a write that has been committed cannot fail.
+Parsing and validation are `core.http.requests` (pure; the body is read here, within the append
+limit); executing is the store's; responding is `core.http.responses`. Everything a response
+needs from the request (including its Location) is parsed and checked before the store is
+called, so a request is refused whole or executed whole: building the answer to a write that
+has been committed cannot fail.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Protocol
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive
 
 from ..auth.decision import OPEN, Allowed
-from ..config import Settings
+from ..config import StreamSettings
 from ..protocol import caching
-from ..protocol.append import AppendIntent
 from ..protocol.caching import ReadMode, ReadShape
 from ..protocol.cursor import next_cursor
 from ..protocol.errors import ProtocolError, bad_request
 from ..protocol.headers import (
-    DEFAULT_CONTENT_TYPE,
-    JSON_MEDIA_TYPE,
-    check_content_encoding,
-    check_lifetime,
+    STREAM_CURSOR,
+    STREAM_SSE_DATA_ENCODING,
+    STREAM_UP_TO_DATE,
     is_json,
-    is_true,
-    parse_content_type,
-    parse_expires_at,
-    parse_producer,
-    parse_stream_seq,
-    parse_sub_offset,
-    parse_ttl,
-    single_value,
 )
-from ..protocol.jsonmode import join_messages, split_messages
 from ..protocol.limits import append_too_large
-from ..protocol.offsets import (
-    ReadStart,
-    StartKind,
-    parse_position,
-    parse_read_end,
-    parse_read_start,
-)
-from ..protocol.paths import parse_stream_path
-from ..protocol.sse import data_event, uses_base64
+from ..protocol.offsets import StartKind
+from ..protocol.sse import uses_base64
 from ..storage import (
-    CreateSpec,
     CreateStatus,
-    ForkRequest,
-    Payload,
     Presence,
     ReadBatch,
     StoreUnavailable,
@@ -67,18 +47,21 @@ from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import responses as r
 from .bodies import read_within
 from .disconnect import CLIENT_GONE, unless_client_leaves
-from .envelope import SSE_CONTROL_ALLOWANCE, encoded_size, fit_read
+from .envelope import SSE_CONTROL_ALLOWANCE, fit_read
 from .live import SharedReads, TailWatcher
 from .offload import offload, run_here
+from .requests import (
+    ReadRequest,
+    fork_source,
+    parse_append,
+    parse_create,
+    parse_read,
+    public_host,
+)
 from .sse import SsePlan, SseSessions
 from .wakeups import Wakeups
 
 logger = logging.getLogger("dsaws")
-_HOST = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
-# The most one byte of a JSON message can grow to in a response: a line break inside an SSE
-# event becomes an escaped newline plus a new "data: " prefix.
-_WORST_EXPANSION = 8
-_FRAMING_ROOM = 256
 
 
 # A read at an offset whose range is still pending waits this long at most: beyond the bound
@@ -96,20 +79,6 @@ class ChangeListener(Protocol):
     def changed(self, path: str) -> None:
         """The full notice: may read the store and queue work (blocking)."""
         ...
-
-
-@dataclass(frozen=True)
-class ReadRequest:
-    start: ReadStart
-    live: str | None
-    cursor: str | None
-    if_none_match: str | None
-    until: int | None = None  # the extension's bound: read nothing at or past this position
-    access: Allowed = OPEN  # how the reader was let in: decides who may cache the answer
-
-    @property
-    def from_now(self) -> bool:
-        return self.start.kind is StartKind.NOW
 
 
 _SSE_SHAPE = ReadShape(ReadMode.SSE, has_data=False, at_tail=False, closed=False)
@@ -135,13 +104,15 @@ def _read_mode(read: ReadRequest) -> ReadMode:
 class StreamEndpoints:
     def __init__(
         self,
-        settings: Settings,
+        settings: StreamSettings,
         store: StreamStore,
         wakeups: Wakeups,
         telemetry: Telemetry | None = None,
         store_in_process: bool = False,
     ) -> None:
         self.settings = settings
+        self.limits = settings.limits
+        self.live = settings.live
         self.store = store
         # A store that answers in this process without waiting (the embedded emulator) is
         # called on the event loop: handing each call to a thread and back cost a third of
@@ -153,13 +124,15 @@ class StreamEndpoints:
         self.telemetry: Telemetry = telemetry or NoTelemetry()
         # Told of every committed write that moved a tail (the subscriptions' notices).
         self.on_change: ChangeListener | None = None
-        self.watcher = TailWatcher(store, wakeups, settings.poll_interval)
+        self.watcher = TailWatcher(store, wakeups, self.live.poll_interval)
         self.reads = SharedReads(store)
+        # What a response may carry besides the SSE control events around its data.
+        self.response_budget = self.limits.max_response_bytes - SSE_CONTROL_ALLOWANCE
         self.sse = SseSessions(
             self.reads,
             self.watcher,
-            settings.max_read_bytes,
-            settings.max_response_bytes - SSE_CONTROL_ALLOWANCE,
+            self.limits.max_read_bytes,
+            self.response_budget,
             self._cursor_for,
         )
         self.long_polls_waiting = 0  # long-polls now waiting at a tail, for tests to see
@@ -167,7 +140,8 @@ class StreamEndpoints:
     # ------------------------------------------------------------------ PUT
 
     async def create(self, request: Request, path: str) -> Response:
-        spec = await self._parse_create(request)
+        parsed = parse_create(request.headers, self.settings.base_path)
+        spec = parsed.with_body(await self._body(request), self.response_budget)
         location = self._location(request, path)
 
         outcome = await self.call_store(self.store.create, path, spec)
@@ -178,60 +152,10 @@ class StreamEndpoints:
 
         return r.create_response(outcome, location)
 
-    async def _parse_create(self, request: Request) -> CreateSpec:
-        content_type = _content_type(request)
-        check_content_encoding(_header(request, "Content-Encoding"))
-        ttl = parse_ttl(_header(request, r.STREAM_TTL))
-        expires_at = parse_expires_at(_header(request, r.STREAM_EXPIRES_AT))
-        check_lifetime(ttl, expires_at, time.time())
-        fork = self._parse_fork(request)
-        if fork is None and content_type is None:
-            content_type = DEFAULT_CONTENT_TYPE
-        closed = is_true(_header(request, r.STREAM_CLOSED))
-        body = await self._body(request)
-        if body and content_type is None:
-            raise bad_request("a fork created with a body needs a Content-Type")
-        payload = self._payload(body, content_type, allow_empty_array=True)
-        return CreateSpec(content_type, ttl, expires_at, closed, payload, fork)
-
-    def _parse_fork(self, request: Request) -> ForkRequest | None:
-        source = _header(request, r.STREAM_FORKED_FROM)
-        offset = _header(request, r.STREAM_FORK_OFFSET)
-        sub_offset = _header(request, r.STREAM_FORK_SUB_OFFSET)
-        if source is None:
-            if offset is not None or sub_offset is not None:
-                raise bad_request("fork offsets need Stream-Forked-From")
-            return None
-        anchor = parse_position(offset.strip()) if offset is not None else None
-        units = parse_sub_offset(sub_offset)
-        if units > 0 and anchor is None:
-            raise bad_request("Stream-Fork-Sub-Offset needs Stream-Fork-Offset")
-        return ForkRequest(self._fork_source(request, source.strip()), anchor, units)
-
     def fork_source(self, request: Request) -> str | None:
         """The path of the stream a create forks from (None: not a fork); 400 when the
         header names no stream of this server."""
-        source = _header(request, r.STREAM_FORKED_FROM)
-        return None if source is None else self._fork_source(request, source.strip())
-
-    def _fork_source(self, request: Request, value: str) -> str:
-        """The source stream of a fork: a path on this server (an absolute URL is accepted
-        only when it names this same host)."""
-        prefix = self.settings.base_path + "/"
-        try:
-            parts = urlsplit(value)
-        except ValueError as exc:
-            raise bad_request("Stream-Forked-From must be the source stream's path") from exc
-        if parts.scheme or parts.netloc:
-            hosts = {request.headers.get("host", "").lower(), _forwarded_host(request).lower()}
-            same_host = parts.netloc.lower() in hosts - {""}
-            if parts.scheme not in {"http", "https"} or not same_host:
-                raise bad_request(
-                    "Stream-Forked-From must name a stream on this server: send its path"
-                )
-        if parts.query or parts.fragment or not parts.path.startswith(prefix):
-            raise bad_request(f"Stream-Forked-From must be a stream path under {prefix}")
-        return parse_stream_path(unquote(parts.path[len(prefix) :]))
+        return fork_source(request.headers, self.settings.base_path)
 
     def stream_url(self, request: Request, path: str) -> str:
         return self._location(request, path)
@@ -239,11 +163,7 @@ class StreamEndpoints:
     def _location(self, request: Request, path: str) -> str:
         """The new stream's URL: percent-encoded, on the host the client named (the CDN's, when
         the request came through one: it passes the viewer's Host as X-Forwarded-Host)."""
-        host = _forwarded_host(request) or request.headers.get("host")
-        if host is None and request.scope.get("server"):
-            host = "{}:{}".format(*request.scope["server"])  # an HTTP/1.0 request
-        if host is None or not _HOST.fullmatch(host):
-            raise bad_request("the Host header is not a valid host")
+        host = public_host(request.headers, request.scope.get("server"))
         scheme = request.scope.get("scheme")
         scheme = scheme if scheme in {"http", "https"} else "https"
         return f"{scheme}://{host}{self.settings.base_path}/{quote(path)}"
@@ -251,7 +171,8 @@ class StreamEndpoints:
     # ------------------------------------------------------------------ POST
 
     async def append(self, request: Request, path: str) -> Response:
-        intent, payload = await self._parse_append(request)
+        parsed = parse_append(request.headers)
+        intent, payload = parsed.with_body(await self._body(request), self.response_budget)
 
         # A producer's request may wait for its predecessors: never on the event loop.
         call = offload if intent.producer is not None else self.call_store
@@ -281,25 +202,6 @@ class StreamEndpoints:
         except Exception:
             logger.exception("subscription notice for %s failed", path)
 
-    async def _parse_append(self, request: Request) -> tuple[AppendIntent, Payload]:
-        close = is_true(_header(request, r.STREAM_CLOSED))
-        producer = parse_producer(
-            _header(request, r.PRODUCER_ID),
-            _header(request, r.PRODUCER_EPOCH),
-            _header(request, r.PRODUCER_SEQ),
-        )
-        stream_seq = parse_stream_seq(_header(request, r.STREAM_SEQ))
-        check_content_encoding(_header(request, "Content-Encoding"))
-        body = await self._body(request)
-        if not body and not close:
-            raise bad_request("an append needs a body (or Stream-Closed: true to close)")
-        # A close-only request is never refused for its Content-Type (the protocol's rule).
-        content_type = _content_type(request) if body else None
-        if body and content_type is None:
-            raise bad_request("an append with a body needs a Content-Type")
-        payload = self._payload(body, content_type, allow_empty_array=False)
-        return AppendIntent(content_type, bool(body), close, stream_seq, producer), payload
-
     # ------------------------------------------------------------------ HEAD
 
     async def head(self, path: str) -> Response:
@@ -325,7 +227,7 @@ class StreamEndpoints:
     # ------------------------------------------------------------------ GET
 
     async def read(self, request: Request, path: str, access: Allowed = OPEN) -> Response:
-        read = replace(_parse_read(request), access=access)
+        read = replace(parse_read(request.query_params, request.headers), access=access)
         info = await self._snapshot(path, read)
         if info is None:
             return r.not_found()
@@ -368,7 +270,7 @@ class StreamEndpoints:
         pause = 0.005
         while True:
             await asyncio.sleep(pause)
-            pause = min(pause * 2, self.settings.poll_interval)
+            pause = min(pause * 2, self.live.poll_interval)
             info = await self.watcher.checks.get(path, not_before=time.monotonic())
             if info is None or info.soft_deleted or info.tail >= position:
                 return info
@@ -397,7 +299,7 @@ class StreamEndpoints:
             try:
                 waited = await unless_client_leaves(
                     receive,
-                    self.watcher.wait_for_change(path, position, self.settings.long_poll_timeout),
+                    self.watcher.wait_for_change(path, position, self.live.long_poll_timeout),
                 )
             finally:
                 self.long_polls_waiting -= 1
@@ -415,8 +317,8 @@ class StreamEndpoints:
         return self._tail_response(latest, read, status=204)
 
     async def _sse(self, path: str, info: StreamInfo, position: int, read: ReadRequest) -> Response:
-        window = self.settings.sse_mode == "window"
-        lifetime = self.settings.sse_window_seconds if window else self.settings.sse_lifetime
+        window = self.live.sse_window
+        lifetime = self.live.sse_seconds
         plan = SsePlan(
             path,
             position,
@@ -434,7 +336,7 @@ class StreamEndpoints:
             "X-Accel-Buffering": "no",
         }
         if uses_base64(info.content_type):
-            headers[r.STREAM_SSE_DATA_ENCODING] = "base64"
+            headers[STREAM_SSE_DATA_ENCODING] = "base64"
         events = self.sse.events(info, plan)
         if window:
             body = b"".join([event async for event in events])
@@ -474,7 +376,7 @@ class StreamEndpoints:
             batch,
             r.read_body,
             info.content_type,
-            self.settings.max_response_bytes,
+            self.limits.max_response_bytes,
             text=not uses_base64(info.content_type),
         )
         up_to_date = batch.end >= info.tail
@@ -484,9 +386,9 @@ class StreamEndpoints:
             **r.offset_headers(batch.end, closed, batch.inside),
         }
         if up_to_date:
-            headers[r.STREAM_UP_TO_DATE] = "true"
+            headers[STREAM_UP_TO_DATE] = "true"
         if read.live is not None and not closed:
-            headers[r.STREAM_CURSOR] = self._cursor(batch.end, read)
+            headers[STREAM_CURSOR] = self._cursor(batch.end, read)
         tag = caching.etag(info.incarnation, batch.start, batch.end, closed)
         headers["ETag"] = tag
         shape = ReadShape(
@@ -504,24 +406,24 @@ class StreamEndpoints:
         size, as clients that make exactly one request need); every other read, and every
         live one, takes `max_read_bytes`, so catching up on a long stream through a CDN
         fetches the same bytes from the origin as before (docs/protocol.md, "Reads")."""
-        settings = self.settings
+        limits = self.limits
         if position == 0 and read.live is None:
             return max(
-                settings.max_read_bytes,
-                settings.max_read_from_start_bytes or settings.max_response_bytes,
+                limits.max_read_bytes,
+                limits.max_read_from_start_bytes or limits.max_response_bytes,
             )
-        return settings.max_read_bytes
+        return limits.max_read_bytes
 
     def _tail_response(self, info: StreamInfo, read: ReadRequest, status: int) -> Response:
         """Nothing to return: the client is at the tail (offset=now, or a long-poll)."""
         shape = ReadShape(_read_mode(read), False, True, info.closed, read.from_now)
         headers = {
             **r.stream_headers(info),
-            r.STREAM_UP_TO_DATE: "true",
+            STREAM_UP_TO_DATE: "true",
             "Cache-Control": self._cache_control(info, shape, read.access),
         }
         if read.live is not None and not info.closed:
-            headers[r.STREAM_CURSOR] = self._cursor(info.tail, read)
+            headers[STREAM_CURSOR] = self._cursor(info.tail, read)
         if status == 204:
             return Response(status_code=204, headers=headers)
         body = b"[]" if is_json(info.content_type) else b""
@@ -548,78 +450,8 @@ class StreamEndpoints:
 
     async def _body(self, request: Request) -> bytes:
         """The request body, refused with 413 as soon as it passes the append limit."""
-        limit = self.settings.max_append_bytes
+        limit = self.limits.max_append_bytes
         body = await read_within(request, limit)
         if body is None:
             raise ProtocolError(413, append_too_large(limit))
         return body
-
-    def _payload(
-        self, body: bytes, content_type: str | None, *, allow_empty_array: bool
-    ) -> Payload:
-        if not body:
-            return Payload()
-        if content_type is None or not is_json(content_type):
-            return Payload(body)
-        messages = split_messages(body, allow_empty_array=allow_empty_array)
-        for message in messages:
-            self._check_readable(message, content_type)
-        return Payload(b"".join(messages), tuple(len(m) for m in messages))
-
-    def _check_readable(self, message: bytes, content_type: str) -> None:
-        """A JSON message is served whole, so it must fit in one response through the front
-        door, alone, in every read mode; one that could never be read back is refused."""
-        budget = self.settings.max_response_bytes - SSE_CONTROL_ALLOWANCE
-        if len(message) * _WORST_EXPANSION + _FRAMING_ROOM <= budget:
-            return
-        alone = join_messages([message])
-        sizes = (
-            # Served as text or, depending on how the stream's type is spelled, as base64.
-            encoded_size(alone, JSON_MEDIA_TYPE),
-            encoded_size(alone, DEFAULT_CONTENT_TYPE),
-            encoded_size(data_event(alone, content_type), "text/event-stream"),
-        )
-        if max(sizes) > budget:
-            raise ProtocolError(
-                413,
-                f"a JSON message of {len(message)} bytes would take {max(sizes)} bytes in a "
-                f"response, more than the {budget} a response may carry",
-            )
-
-
-def _header(request: Request, name: str) -> str | None:
-    return single_value(name, request.headers.getlist(name))
-
-
-def _forwarded_host(request: Request) -> str:
-    """The host the client named, as a CDN passes it on (the nearest proxy's, when several
-    appended theirs); "" when there is none."""
-    return request.headers.get("x-forwarded-host", "").split(",")[0].strip()
-
-
-def _content_type(request: Request) -> str | None:
-    value = _header(request, "Content-Type")
-    return parse_content_type(value) if value is not None else None
-
-
-def _parse_read(request: Request) -> ReadRequest:
-    # The names of the read parameters were checked with every cache-key parameter's (app).
-    query = request.query_params
-    live_values = query.getlist("live")
-    live = live_values[0] if live_values else None
-    if len(live_values) > 1 or live not in {None, "long-poll", "sse"}:
-        raise bad_request("live must be long-poll or sse")
-    offsets = query.getlist("offset")
-    if live is not None and not offsets:
-        raise bad_request("live reads need an offset")
-    cursors = query.getlist("cursor")
-    if len(cursors) > 1:
-        raise bad_request("cursor may be given once")
-    start = parse_read_start(offsets)
-    return ReadRequest(
-        start=start,
-        live=live,
-        cursor=cursors[0] if cursors else None,
-        if_none_match=request.headers.get("if-none-match"),
-        until=parse_read_end(query.getlist("until"), start, live),
-    )

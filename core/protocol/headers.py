@@ -15,6 +15,45 @@ from .limits import (
     utf8_length,
 )
 
+# The protocol's header names, defined once: the server's parsing and responses, the CORS
+# lists and the CDN's configuration all use these.
+STREAM_NEXT_OFFSET = "Stream-Next-Offset"
+STREAM_CLOSED = "Stream-Closed"
+STREAM_UP_TO_DATE = "Stream-Up-To-Date"
+STREAM_CURSOR = "Stream-Cursor"
+STREAM_TTL = "Stream-TTL"
+STREAM_EXPIRES_AT = "Stream-Expires-At"
+STREAM_SEQ = "Stream-Seq"
+PRODUCER_ID = "Producer-Id"
+PRODUCER_EPOCH = "Producer-Epoch"
+PRODUCER_SEQ = "Producer-Seq"
+PRODUCER_EXPECTED_SEQ = "Producer-Expected-Seq"
+PRODUCER_RECEIVED_SEQ = "Producer-Received-Seq"
+STREAM_SSE_DATA_ENCODING = "Stream-SSE-Data-Encoding"
+STREAM_FORKED_FROM = "Stream-Forked-From"
+STREAM_FORK_OFFSET = "Stream-Fork-Offset"
+STREAM_FORK_SUB_OFFSET = "Stream-Fork-Sub-Offset"
+
+# Every protocol header a browser may send or read across origins (the CORS lists).
+PROTOCOL_HEADERS = (
+    STREAM_NEXT_OFFSET,
+    STREAM_CLOSED,
+    STREAM_UP_TO_DATE,
+    STREAM_CURSOR,
+    STREAM_TTL,
+    STREAM_EXPIRES_AT,
+    STREAM_SEQ,
+    PRODUCER_ID,
+    PRODUCER_EPOCH,
+    PRODUCER_SEQ,
+    PRODUCER_EXPECTED_SEQ,
+    PRODUCER_RECEIVED_SEQ,
+    STREAM_FORKED_FROM,
+    STREAM_FORK_OFFSET,
+    STREAM_FORK_SUB_OFFSET,
+    STREAM_SSE_DATA_ENCODING,
+)
+
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 JSON_MEDIA_TYPE = "application/json"
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -197,6 +236,6 @@ def parse_producer(
         raise bad_request(f"Producer-Id must be at most {MAX_PRODUCER_ID_BYTES} bytes")
     return ProducerClaim(
         producer_id,
-        _parse_counter("Producer-Epoch", epoch.strip()),
-        _parse_counter("Producer-Seq", seq.strip()),
+        _parse_counter(PRODUCER_EPOCH, epoch.strip()),
+        _parse_counter(PRODUCER_SEQ, seq.strip()),
     )

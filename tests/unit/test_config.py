@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from durable_streams_aws.core.config import Settings, SettingsError, load_settings
+from durable_streams_aws.core.config import (
+    CorsSettings,
+    LiveReads,
+    OriginLockSettings,
+    Settings,
+    SettingsError,
+    SizeLimits,
+    load_settings,
+)
+from durable_streams_aws.core.protocol.caching import CacheRules
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -38,6 +47,38 @@ def test_settings_come_from_ds_variables(monkeypatch: pytest.MonkeyPatch) -> Non
         1000,
         "t",
     )
+
+
+def test_components_are_given_typed_views_of_the_settings() -> None:
+    settings = Settings(
+        base_path="/s",
+        max_append_bytes=10,
+        max_read_bytes=20,
+        max_read_from_start_bytes=30,
+        max_response_bytes=40_000,
+        poll_interval=0.5,
+        long_poll_timeout=7,
+        sse_lifetime=9,
+        cache_max_age=3,
+        origin_lock="reads",
+        origin_secret="a" * 16,
+        auth_keys_max_age=11,
+        cors_origins="https://a.example, https://b.example",
+    )
+    streams = settings.stream_settings
+    assert streams.base_path == "/s"
+    assert streams.limits == SizeLimits(10, 20, 30, 40_000)
+    assert streams.live == LiveReads(0.5, 7, sse_window=False, sse_seconds=9)
+    assert streams.cache_rules == CacheRules("public", 3, 300, 1)
+    assert settings.origin_lock_settings == OriginLockSettings("reads", "a" * 16, None, 11)
+    assert settings.cors == CorsSettings(("https://a.example", "https://b.example"))
+    assert not settings.cors.any_origin and Settings().cors.any_origin
+
+
+def test_an_sse_window_lasts_the_window_setting_or_a_long_poll() -> None:
+    windowed = Settings(sse_mode="window", long_poll_timeout=4, sse_lifetime=60)
+    assert windowed.stream_settings.live == LiveReads(0.2, 4, sse_window=True, sse_seconds=4)
+    assert Settings(sse_mode="window", sse_window=2).stream_settings.live.sse_seconds == 2
 
 
 def test_sse_streams_outside_lambda_and_uses_windows_inside(
