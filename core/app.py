@@ -30,8 +30,9 @@ from .cdn.policy import KEY_QUERY_PARAMETERS
 from .config import Settings
 from .http import responses
 from .http.listing import list_streams
-from .http.middleware import AccessLog, DefaultHeaders
+from .http.middleware import AccessLog, DefaultHeaders, RequestId
 from .http.origin_lock import OriginLock
+from .http.request_metrics import RequestMetrics
 from .http.streams import StreamEndpoints
 from .http.wakeups import Wakeups
 from .protocol.errors import ProtocolError
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("dsaws")
 _METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"]
 # What a browser may read of a cross-origin response, besides the simple headers.
-_EXPOSED_HEADERS = ("ETag", "Location", "WWW-Authenticate", *PROTOCOL_HEADERS)
+_EXPOSED_HEADERS = ("ETag", "Location", "WWW-Authenticate", "X-Request-Id", *PROTOCOL_HEADERS)
 _ALLOWED_HEADERS = ("Content-Type", "If-None-Match", "Authorization", *PROTOCOL_HEADERS)
 
 
@@ -110,8 +111,11 @@ def create_app(
         options = middleware.options(settings, app)
         if options is not None:
             app.add_middleware(middleware.cls, **options)
+    # Outermost, so that they see every answer with the headers the middleware above added.
+    if telemetry is not None:
+        app.add_middleware(RequestMetrics, telemetry=telemetry, base_path=settings.base_path)
     if access_log is not None:
-        app.add_middleware(AccessLog, logger=access_log)  # outermost: it sees every answer
+        app.add_middleware(AccessLog, logger=access_log)
     return app
 
 
@@ -278,6 +282,7 @@ def _default_headers(settings: Settings, _: FastAPI) -> dict[str, Any]:
 
 # Outermost first: a request passes through them in this order (after the access log).
 _MIDDLEWARE = (
+    _Middleware(RequestId, lambda _settings, _app: {}),
     _Middleware(DefaultHeaders, _default_headers),
     _Middleware(CORSMiddleware, _cors),
     _Middleware(OriginLock, _origin_lock),

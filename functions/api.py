@@ -21,31 +21,17 @@ gc.disable()
 import os
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools import Logger
 from mangum import Mangum
 
 from durable_streams_aws.core.config import load_settings
 from durable_streams_aws.core.http.envelope import TEXT_MIME_TYPES
 from durable_streams_aws.core.runtime import build_backend
-from durable_streams_aws.core.telemetry import Metric
 
 from . import _snapstart
-
-SERVICE = "durable-streams"
+from ._metrics import SERVICE, PowertoolsTelemetry, metrics
 
 logger = Logger(service=SERVICE)
-metrics = Metrics(namespace="DurableStreams", service=SERVICE)
-
-_UNITS = {Metric.BYTES_APPENDED: MetricUnit.Bytes}
-
-
-class PowertoolsTelemetry:
-    def count(self, metric: Metric, value: float = 1) -> None:
-        metrics.add_metric(
-            name=metric.value, unit=_UNITS.get(metric, MetricUnit.Count), value=value
-        )
-
 
 try:
     # Settings that cannot work here fail the function's initialisation with a readable

@@ -11,14 +11,30 @@ from aws_lambda_powertools import Logger
 
 from durable_streams_aws.core.config import load_settings
 from durable_streams_aws.core.runtime import build_backend, seal_policy
-from durable_streams_aws.core.storage import Sealer
+from durable_streams_aws.core.storage import Sealer, SealReport
+from durable_streams_aws.core.telemetry import Metric
+
+from ._metrics import PowertoolsTelemetry, metrics
 
 logger = Logger(service="durable-streams-sealer")
 _settings = load_settings()
 _sealer = Sealer(build_backend(_settings).store, seal_policy(_settings))
+_telemetry = PowertoolsTelemetry()
+
+
+def figures(report: SealReport) -> dict[Metric, float]:
+    return {
+        Metric.SEAL_MARKS_FOUND: report.marks_found,
+        Metric.STREAMS_SEALED: report.streams_sealed,
+        Metric.SEGMENTS_WRITTEN: report.segments_written,
+        Metric.BYTES_SEALED: report.bytes_sealed,
+        Metric.SEAL_RACES_LOST: report.races_lost,
+        Metric.SEAL_FAILURES: report.streams_failed,
+    }
 
 
 @logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     path = event.get("path") if isinstance(event, dict) else None
     if isinstance(path, str):
@@ -28,4 +44,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     else:
         report = _sealer.run()
     logger.info("sealing finished", extra=report.as_dict())
+    _telemetry.report(figures(report))
     return report.as_dict()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -70,6 +71,35 @@ def _active(present: dict[bytes, bytes]) -> bool:
     return is_active_content(content_type.decode("latin-1"))
 
 
+REQUEST_ID_HEADER = b"x-request-id"
+
+
+class RequestId:
+    """Names each request in a response header, `X-Request-Id`, and in its access log line:
+    Lambda's own request id (which Powertools puts in every log line of the invocation), or
+    under `dsaws serve` a fresh one. A response a CDN keeps carries the id of the request it
+    answered first; CloudFront names each viewer request in `X-Amz-Cf-Id`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        context = scope.get("aws.context")  # Mangum's: the Lambda invocation's context
+        request_id = getattr(context, "aws_request_id", None) or uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+        header = (REQUEST_ID_HEADER, request_id.encode("latin-1"))
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), header]
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
+
+
 class AccessLog:
     """One structured log line per request: method, stream path, status and latency."""
 
@@ -100,6 +130,7 @@ class AccessLog:
                     "path": scope["path"],
                     "status": status,
                     "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+                    "request_id": scope.get("state", {}).get("request_id"),
                 },
             )
 

@@ -23,6 +23,7 @@ from starlette.types import Receive
 from ..auth.decision import OPEN, Allowed
 from ..config import StreamSettings
 from ..protocol import caching
+from ..protocol.append import Verdict
 from ..protocol.caching import ReadMode, ReadShape
 from ..protocol.cursor import next_cursor
 from ..protocol.errors import ProtocolError, bad_request
@@ -188,6 +189,8 @@ class StreamEndpoints:
             self.telemetry.count(Metric.BYTES_APPENDED, len(payload))
             if payload.data:
                 await self._changed(path)
+        elif outcome.decision is not None and outcome.decision.verdict is Verdict.DUPLICATE:
+            self.telemetry.count(Metric.APPENDS_DEDUPLICATED)
         return r.append_response(outcome, intent)
 
     async def _changed(self, path: str) -> None:
@@ -304,10 +307,13 @@ class StreamEndpoints:
             finally:
                 self.long_polls_waiting -= 1
             if waited is CLIENT_GONE:
+                self.telemetry.count(Metric.LONG_POLLS_ABANDONED)
                 return r.client_gone()
             latest = waited
             if latest is not None and (latest.tail > position or latest.closed):
                 self.telemetry.count(Metric.LONG_POLL_WAKES)
+            elif latest is not None and not latest.soft_deleted:
+                self.telemetry.count(Metric.LONG_POLL_TIMEOUTS)
             if latest is None:
                 return r.not_found()
             if latest.soft_deleted:

@@ -61,6 +61,7 @@ class InconsistentItem(Exception):
 
 @dataclass
 class SealReport:
+    marks_found: int = 0  # streams commits marked for sealing, as this run found them
     streams_examined: int = 0
     streams_sealed: int = 0
     segments_written: int = 0
@@ -104,6 +105,7 @@ class Sealer:
                 "ExpressionAttributeValues": {":pk": items.s(items.seal_partition(shard))},
             }
             for mark in each_item(self.dynamodb.query, query):
+                report.marks_found += 1
                 info = self.store.snapshot(mark["path"]["S"])
                 if info is not None and info.incarnation == mark["inc"]["S"]:
                     report.streams_examined += 1
