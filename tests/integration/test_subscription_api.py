@@ -197,3 +197,16 @@ def test_a_write_that_keeps_losing_its_race_is_answered_503(
     assert len(tries) == 64
     monkeypatch.undo()
     assert client.get(f"{SUBS}/busy").status_code == 200  # nothing was written
+
+
+def test_a_put_answers_201_created_200_confirmed_and_409_for_another_config(
+    client: TestClient,
+) -> None:
+    """The route maps the service's `Creation` outcome onto the status."""
+    created = client.put(f"{SUBS}/once", json=HOOK)
+    assert created.status_code == 201 and created.json()["id"] == "once"
+    confirmed = client.put(f"{SUBS}/once", json=HOOK)
+    assert confirmed.status_code == 200 and confirmed.json() == created.json()
+    other = client.put(f"{SUBS}/once", json={**HOOK, "pattern": "jobs/**"})
+    assert other.status_code == 409
+    assert other.json()["error"]["code"] == "SUBSCRIPTION_ALREADY_EXISTS"
