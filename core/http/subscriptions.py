@@ -185,7 +185,6 @@ class SubscriptionEndpoints:
         async def work(sid: str) -> Response:
             token = bearer_token(request.headers.get("authorization"))
             body = await _body(request)
-
             next_wake = await run_in_threadpool(
                 complete_wake, self.service, sid, token, body, delivery
             )
@@ -197,7 +196,6 @@ class SubscriptionEndpoints:
         async def work(sid: str) -> Response:
             token = bearer_token(request.headers.get("authorization"))
             body = await _body(request)
-
             await run_in_threadpool(release_wake, self.service, sid, token, body)
             return _no_content()
 
