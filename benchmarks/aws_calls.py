@@ -22,6 +22,7 @@ from durable_streams_aws.core.app import create_app
 from durable_streams_aws.core.auth import mint_token, parse_grants, parse_key_set
 from durable_streams_aws.core.config import Settings
 from durable_streams_aws.core.runtime import (
+    Backend,
     build_backend,
     ensure_resources,
     use_emulator_credentials,
@@ -46,6 +47,11 @@ class CallMeter:
     def attach(self, client: Any) -> None:
         client.meta.events.register("before-call", self._before)
         client.meta.events.register("after-call", self._after)
+
+    def attach_backend(self, backend: Backend) -> None:
+        """Counts the calls of both of `backend`'s clients, DynamoDB's and S3's."""
+        self.attach(backend.dynamodb)
+        self.attach(backend.s3)
 
     def _before(self, model: Any, **_: Any) -> None:
         self.calls[model.name] += 1
@@ -101,8 +107,7 @@ async def run() -> list[Row]:
         backend = build_backend(settings, endpoint=emulator.endpoint)
         ensure_resources(backend)
         meter = CallMeter()
-        meter.attach(backend.dynamodb)
-        meter.attach(backend.s3)
+        meter.attach_backend(backend)
         transport = httpx.ASGITransport(app=backend.app())
         # Streams created by another instance: this one has no memory of their tails.
         other = build_backend(settings, endpoint=emulator.endpoint)

@@ -17,10 +17,13 @@ origin bytes and requests per reader, and how many responses a reader needed.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
 
+from benchmarks._reads import read_from_start
+from benchmarks._report import print_table
 from benchmarks.cdn_fanout import rig
 from durable_streams_aws.core.config import MIB
 
@@ -34,19 +37,6 @@ class Row:
     origin_mib_per_reader: float
     origin_reads_per_reader: float
     responses_per_reader: float
-
-
-def catch_up(client: httpx.Client, url: str) -> tuple[bytes, int]:
-    """Everything from the start until up to date, and how many responses that took."""
-    data, offset, responses = b"", "-1", 0
-    while True:
-        answer = client.get(url, params={"offset": offset})
-        answer.raise_for_status()
-        data += answer.content
-        responses += 1
-        offset = answer.headers["stream-next-offset"]
-        if answer.headers.get("stream-up-to-date") == "true":
-            return data, responses
 
 
 def measure(size_mib: float, readers: int, from_start_bytes: int | None, mode: str) -> Row:
@@ -67,7 +57,7 @@ def measure(size_mib: float, readers: int, from_start_bytes: int | None, mode: s
         counter.reset()
         responses = 0
         for reader in range(readers):
-            data, taken = catch_up(client, cdn_stream)
+            data, taken = read_from_start(client, cdn_stream)
             if data != written:
                 raise SystemExit(f"reader {reader} read {len(data)} bytes, not {len(written)}")
             responses += taken
@@ -89,19 +79,28 @@ def main() -> None:
     parser.add_argument("--readers", type=int, default=10)
     args = parser.parse_args()
     print(f"{args.readers} readers in turn, each from the start to up to date through nginx")
-    print(
-        "| stream | reads from the start | origin MiB per reader | origin reads per reader "
-        "| responses per reader |"
+    columns = (
+        "stream",
+        "reads from the start",
+        "origin MiB per reader",
+        "origin reads per reader",
+        "responses per reader",
     )
-    print("| ---: | --- | ---: | ---: | ---: |")
-    for size in args.sizes_mib:
+    print_table(columns, "><>>>", rows(args.sizes_mib, args.readers), flush=True)
+
+
+def rows(sizes_mib: list[float], readers: int) -> Iterator[list[str]]:
+    """A row per stream size and way of reading, as soon as it is measured."""
+    for size in sizes_mib:
         for from_start, mode in ((MIB, "capped at 1 MiB (before)"), (None, "whole (now)")):
-            row = measure(size, args.readers, from_start, mode)
-            print(
-                f"| {size:g} MiB | {row.mode} | {row.origin_mib_per_reader:.2f} "
-                f"| {row.origin_reads_per_reader:.1f} | {row.responses_per_reader:.1f} |",
-                flush=True,
-            )
+            row = measure(size, readers, from_start, mode)
+            yield [
+                f"{size:g} MiB",
+                row.mode,
+                f"{row.origin_mib_per_reader:.2f}",
+                f"{row.origin_reads_per_reader:.1f}",
+                f"{row.responses_per_reader:.1f}",
+            ]
 
 
 if __name__ == "__main__":

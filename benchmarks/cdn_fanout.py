@@ -35,6 +35,8 @@ import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from benchmarks._processes import free_port
+from benchmarks._report import per_operation, print_table
+from benchmarks._stats import percentile_ms
 from benchmarks.aws_calls import CallMeter
 from durable_streams_aws.core.config import Settings
 from durable_streams_aws.core.runtime import (
@@ -110,8 +112,7 @@ def rig(**settings: Any) -> Iterator[Rig]:
         backend = build_backend(config, endpoint=emulator.endpoint)
         ensure_resources(backend)
         meter = CallMeter()
-        meter.attach(backend.dynamodb)
-        meter.attach(backend.s3)
+        meter.attach_backend(backend)
         counter = RequestCounter(backend.app())
         port = free_port()
         server = uvicorn.Server(
@@ -153,9 +154,7 @@ class FanoutResult:
         return sum(self.aws_calls.values()) / self.appends
 
     def aws_call_detail(self) -> str:
-        return ", ".join(
-            f"{name} {count / self.appends:.1f}" for name, count in sorted(self.aws_calls.items())
-        )
+        return per_operation(self.aws_calls, self.appends, ".1f")
 
     @property
     def hit_ratio(self) -> float:
@@ -163,8 +162,7 @@ class FanoutResult:
         return self.cache_statuses["HIT"] / total if total else 0.0
 
     def percentile_ms(self, fraction: float) -> float:
-        ordered = sorted(self.latencies)
-        return 1000 * ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+        return percentile_ms(self.latencies, fraction)
 
 
 async def fanout(
@@ -322,20 +320,35 @@ async def idle(rig: Rig, readers: int, seconds: float, via_cdn: bool) -> IdleRes
 # ------------------------------------------------------------------ report
 
 
-def print_table(results: list[FanoutResult]) -> None:
-    print(
-        "| readers | path | appends | origin requests / append | AWS calls / append "
-        "| CDN hit ratio | latency p50 | latency p99 | AWS calls / append, by operation |"
+FANOUT_COLUMNS = (
+    "readers",
+    "path",
+    "appends",
+    "origin requests / append",
+    "AWS calls / append",
+    "CDN hit ratio",
+    "latency p50",
+    "latency p99",
+    "AWS calls / append, by operation",
+)
+
+
+def print_fanout_table(results: list[FanoutResult]) -> None:
+    rows = (
+        [
+            r.readers,
+            _path(r.via_cdn),
+            r.appends,
+            f"{r.origin_reads_per_append:.2f}",
+            f"{r.aws_calls_per_append:.1f}",
+            f"{r.hit_ratio:.1%}",
+            f"{r.percentile_ms(0.5):.0f} ms",
+            f"{r.percentile_ms(0.99):.0f} ms",
+            r.aws_call_detail(),
+        ]
+        for r in results
     )
-    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-    for r in results:
-        print(
-            f"| {r.readers} | {_path(r.via_cdn)} | {r.appends} "
-            f"| {r.origin_reads_per_append:.2f} "
-            f"| {r.aws_calls_per_append:.1f} | {r.hit_ratio:.1%} "
-            f"| {r.percentile_ms(0.5):.0f} ms | {r.percentile_ms(0.99):.0f} ms "
-            f"| {r.aws_call_detail()} |"
-        )
+    print_table(FANOUT_COLUMNS, "><>>>>>><", rows)
 
 
 def _path(via_cdn: bool) -> str:
@@ -344,14 +357,18 @@ def _path(via_cdn: bool) -> str:
 
 def print_idle_table(results: list[IdleResult], timeout: float) -> None:
     print(f"\nidle live readers (long-poll timeout {timeout:g} s), per reader and hour:\n")
-    print("| readers | path | reader requests | origin requests | AWS calls |")
-    print("| ---: | --- | ---: | ---: | ---: |")
-    for r in results:
-        print(
-            f"| {r.readers} | {_path(r.via_cdn)} "
-            f"| {r.per_reader_hour(r.reader_requests):.0f} "
-            f"| {r.per_reader_hour(r.origin_reads):.1f} | {r.per_reader_hour(r.aws_calls):.0f} |"
-        )
+    columns = ("readers", "path", "reader requests", "origin requests", "AWS calls")
+    rows = (
+        [
+            r.readers,
+            _path(r.via_cdn),
+            f"{r.per_reader_hour(r.reader_requests):.0f}",
+            f"{r.per_reader_hour(r.origin_reads):.1f}",
+            f"{r.per_reader_hour(r.aws_calls):.0f}",
+        ]
+        for r in results
+    )
+    print_table(columns, "><>>>", rows)
 
 
 async def main_async(readers: list[int], appends: int, spacing: float, idle_cycles: int) -> int:
@@ -368,7 +385,7 @@ async def main_async(readers: list[int], appends: int, spacing: float, idle_cycl
             idle_results.append(await idle(running, 10, idle_seconds, via_cdn=False))
             idle_results.append(await idle(running, 100, idle_seconds, via_cdn=True))
         timeout = running.backend.settings.long_poll_timeout
-    print_table(results)
+    print_fanout_table(results)
     if idle_results:
         print_idle_table(idle_results, timeout)
     failed = False

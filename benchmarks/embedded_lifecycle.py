@@ -22,18 +22,17 @@ With `--startup MB`, it measures start-up alone instead: MB of live streams writ
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import subprocess
-import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from benchmarks._processes import ROOT, free_port
+from benchmarks._processes import DSAWS_SERVE, ChildProcess, answers, free_port, python_module
+from benchmarks._reads import read_from_start
+from benchmarks._report import print_table
 
 MB = 1_000_000
 APPEND_BYTES = 64 * 1024
@@ -51,53 +50,32 @@ class Round:
 
 
 class Server:
-    """`dsaws serve` on `data_dir`, in a process of its own."""
+    """`dsaws serve` on `data_dir`, in a process of its own, started by the constructor;
+    `startup` is how long it took to answer."""
 
     def __init__(self, data_dir: Path, grace: float, interval: float) -> None:
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        env = {
-            **os.environ,
-            "DS_COLLECT_GRACE_SECONDS": str(grace),
-            "DS_COLLECT_INTERVAL": str(interval),
-        }
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop)
+        port = free_port()
+        self.base = f"http://127.0.0.1:{port}"
+        env = {"DS_COLLECT_GRACE_SECONDS": str(grace), "DS_COLLECT_INTERVAL": str(interval)}
+        command = python_module(DSAWS_SERVE, port, "--data-dir", str(data_dir))
+        self.child = ChildProcess(command, env)
         started = time.perf_counter()
-        command = [sys.executable, "-m", "durable_streams_aws.core.cli", "serve"]
-        self.process = subprocess.Popen(
-            [*command, "--port", str(self.port), "--data-dir", str(data_dir)],
-            cwd=ROOT,
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        while True:
-            if self.process.poll() is not None:
-                self.log.seek(0)
-                raise SystemExit(f"dsaws serve exited:\n{self.log.read().decode()[-3000:]}")
-            try:
-                httpx.get(f"{self.base}/healthz", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.02)
+        # Polled often: the start-up time is a figure of the table. A large journal takes its
+        # time to replay, hence the long wait.
+        self.child.start(answers(f"{self.base}/healthz"), within=600, poll=0.02)
         self.startup = time.perf_counter() - started
 
     def url(self, name: str) -> str:
         return f"{self.base}/v1/stream/{name}"
 
     def memory_mb(self) -> float:
-        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        assert self.child.popen is not None
+        status = Path(f"/proc/{self.child.popen.pid}/status").read_text()
         line = next(line for line in status.splitlines() if line.startswith("VmRSS:"))
         return int(line.split()[1]) * 1024 / MB
 
     def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
+        self.child.stop(grace=30)  # it closes its journal first
 
 
 def write_stream(
@@ -111,15 +89,8 @@ def write_stream(
 
 def catch_up_rate(client: httpx.Client, url: str) -> float:
     started = time.perf_counter()
-    offset, total = "-1", 0
-    while True:
-        answer = client.get(url, params={"offset": offset})
-        answer.raise_for_status()
-        total += len(answer.content)
-        offset = answer.headers["stream-next-offset"]
-        if answer.headers.get("stream-up-to-date") == "true":
-            break
-    return total / MB / (time.perf_counter() - started)
+    data, _ = read_from_start(client, url)
+    return len(data) / MB / (time.perf_counter() - started)
 
 
 def settled_journal(path: Path, quiet_for: float, longest: float) -> float:
@@ -142,11 +113,24 @@ def run(rounds: int, round_mb: float, grace: float, interval: float, data_dir: P
         f"{rounds} rounds of {round_mb:g} MB written in {APPEND_BYTES // 1024} KiB appends, the "
         f"previous round's streams deleted; collector grace {grace:g} s, every {interval:g} s"
     )
-    print(
-        "| round | written (MB, all rounds) | live (MB) | journal (MB) | server memory (MB) "
-        "| start-up (s) | catch-up of a fresh 5 MB stream (MB/s) |"
-    )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print_table(COLUMNS, ">>>>>>>", rounds_of(rounds, round_mb, grace, interval, data_dir), True)
+
+
+COLUMNS = (
+    "round",
+    "written (MB, all rounds)",
+    "live (MB)",
+    "journal (MB)",
+    "server memory (MB)",
+    "start-up (s)",
+    f"catch-up of a fresh {STREAM_MB} MB stream (MB/s)",
+)
+
+
+def rounds_of(
+    rounds: int, round_mb: float, grace: float, interval: float, data_dir: Path
+) -> Iterator[list[str]]:
+    """Each round's table row, as soon as the round is done."""
     written = 0.0
     streams_per_round = max(1, int(round_mb // STREAM_MB))
     headers = {"Content-Type": "application/octet-stream"}
@@ -171,11 +155,15 @@ def run(rounds: int, round_mb: float, grace: float, interval: float, data_dir: P
             server.stop()
         row = Round(number, written, server.startup, journal, memory, rate)
         live = streams_per_round * STREAM_MB
-        print(
-            f"| {row.number} | {row.written_mb:,.0f} | {live} | {row.journal_mb:,.1f} "
-            f"| {row.memory_mb:,.0f} | {row.startup_seconds:.2f} | {row.catch_up_mb_s:.1f} |",
-            flush=True,
-        )
+        yield [
+            str(row.number),
+            f"{row.written_mb:,.0f}",
+            str(live),
+            f"{row.journal_mb:,.1f}",
+            f"{row.memory_mb:,.0f}",
+            f"{row.startup_seconds:.2f}",
+            f"{row.catch_up_mb_s:.1f}",
+        ]
 
 
 def startup(megabytes: float, append_kib: int, data_dir: Path) -> None:

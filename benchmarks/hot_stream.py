@@ -30,6 +30,8 @@ from typing import Any
 import httpx
 
 from benchmarks._processes import ROOT, counted_emulator
+from benchmarks._report import print_table
+from benchmarks._stats import percentile_ms
 
 BASE = "/v1/stream"
 ANSWER = "ANSWER "  # a worker's lines of results (the function also prints its EMF metrics)
@@ -107,10 +109,7 @@ class Result:
         return self.dynamodb_calls / max(1, len(self.acknowledged))
 
     def percentile_ms(self, fraction: float) -> float:
-        took = sorted(a["seconds"] for a in self.acknowledged)
-        if not took:
-            return float("nan")
-        return 1000 * took[min(len(took) - 1, int(fraction * len(took)))]
+        return percentile_ms((a["seconds"] for a in self.acknowledged), fraction)
 
     def retries_per_ack(self) -> float:
         """Attempts an append made again (a lost race, a voided range, waiting for ranges
@@ -244,20 +243,36 @@ def _check(store: Any, streams: list[str], acked: list[dict[str, Any]], size: in
 
 def _print(results: list[Result]) -> None:
     print()
-    header = (
-        "| mode | writers | acked appends/s | p50 | p99 | not 2xx | DynamoDB calls per ack "
-        "| by operation (per ack) | retries per ack | exactly once |"
-    )
-    print(header)
-    print("|" + "---|" * 10)
-    for r in results:
-        rate = len(r.acknowledged) / r.seconds
-        verdict = "yes" if not r.problems else "NO: " + "; ".join(r.problems)
-        print(
-            f"| {r.mode} | {r.writers} | {rate:.0f} | {r.percentile_ms(0.5):.0f} ms "
-            f"| {r.percentile_ms(0.99):.0f} ms | {r.refused() or '-'} | {r.calls_per_ack():.2f} "
-            f"| {r.by_operation()} | {r.retries_per_ack():.3f} | {verdict} |"
-        )
+    print_table(COLUMNS, "<" * len(COLUMNS), (_row(r) for r in results))
+
+
+COLUMNS = (
+    "mode",
+    "writers",
+    "acked appends/s",
+    "p50",
+    "p99",
+    "not 2xx",
+    "DynamoDB calls per ack",
+    "by operation (per ack)",
+    "retries per ack",
+    "exactly once",
+)
+
+
+def _row(r: Result) -> list[object]:
+    return [
+        r.mode,
+        r.writers,
+        f"{len(r.acknowledged) / r.seconds:.0f}",
+        f"{r.percentile_ms(0.5):.0f} ms",
+        f"{r.percentile_ms(0.99):.0f} ms",
+        r.refused() or "-",
+        f"{r.calls_per_ack():.2f}",
+        r.by_operation(),
+        f"{r.retries_per_ack():.3f}",
+        "yes" if not r.problems else "NO: " + "; ".join(r.problems),
+    ]
 
 
 def main() -> None:

@@ -71,7 +71,6 @@ import contextlib
 import dataclasses
 import gc
 import http.client
-import json
 import math
 import statistics
 import sys
@@ -80,20 +79,19 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 
-from benchmarks._processes import dsaws_serve, free_port, process
+from benchmarks._processes import dsaws_serve, reference_server
+from benchmarks._report import print_table
+from benchmarks._stats import Timed, percentile_ms
 from durable_streams_aws.client import (
     AsyncDurableStream,
     DurableStreamError,
     IdempotentProducer,
     ProducerSettings,
 )
-from interop import CACHE, find_node, install_node_project
 
-HERE = Path(__file__).resolve().parent
 OCTETS = "application/octet-stream"
 MB = 1_000_000
 KIB = 1024
@@ -141,6 +139,22 @@ QUICK = Sizes(
 )
 
 
+# The sizes of `warm_up`.
+WARM_UP = dataclasses.replace(
+    QUICK,
+    appends_per_writer=5,
+    producer_messages=50,
+    unbatched_messages=10,
+    live_appends=2,
+    live_gap=0.02,
+    catch_up_bytes=256 * KIB,
+    catch_up_reads=2,
+    readers=4,
+    fan_out_appends=2,
+    fan_out_spacing=0.02,
+)
+
+
 class Failed(Exception):
     """What a scenario read back is not what it wrote, or a server answered unexpectedly."""
 
@@ -170,31 +184,12 @@ class ServerRun:
         self.figures |= {figure.key: figure for figure in figures}
 
 
-class Timed:
-    """Wall time and this process's CPU time over a block. The client's CPU share says who set
-    the pace: near 100%, the Python client did, and the server could have gone faster."""
-
-    def __enter__(self) -> Timed:
-        self._wall, self._cpu = time.perf_counter(), time.process_time()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.seconds = time.perf_counter() - self._wall
-        self.client_cpu = (time.process_time() - self._cpu) / self.seconds
-
-
 def latency_figures(key: str, label: str, seconds: list[float], timed: Timed) -> list[Figure]:
-    ms = [s * 1000 for s in seconds]
     return [
-        Figure(f"{key} p50", f"{label}, p50", "ms", percentile(ms, 50), True, timed.client_cpu),
-        Figure(f"{key} p99", f"{label}, p99", "ms", percentile(ms, 99), True, timed.client_cpu),
-    ]
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest rank: the smallest value with at least q% of the values at or below it."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+        Figure(f"{key} p{q}", f"{label}, p{q}", "ms", percentile_ms(seconds, q / 100), True,
+               timed.client_cpu)
+        for q in (50, 99)
+    ]  # fmt: skip
 
 
 # ---------------------------------------------------------------- messages and checks
@@ -382,6 +377,21 @@ async def write_sequentially(
         await append(client, url, message(tag, i, size))
 
 
+async def writers_at_once(
+    clients: Clients, urls: list[str], tags: list[str], count: int, size: int
+) -> Timed:
+    """Writer i appends its `count` messages sequentially to `urls[i]`, on a client of its own,
+    all writers at once; the time from the first to the last append's answer."""
+    async with clients.several(len(tags)) as own:
+        writes = [
+            write_sequentially(own_client, url, tag, count, size)
+            for own_client, url, tag in zip(own, urls, tags, strict=True)
+        ]
+        with Timed() as timed:
+            await asyncio.gather(*writes)
+    return timed
+
+
 async def concurrent_appends(
     clients: Clients, base: str, sizes: Sizes, shared: bool
 ) -> list[Figure]:
@@ -392,13 +402,7 @@ async def concurrent_appends(
         await create(client, url)
     writer_urls = urls * len(tags) if shared else urls
     count, size = sizes.appends_per_writer, sizes.append_bytes
-    async with clients.several(len(tags)) as own:
-        writes = [
-            write_sequentially(own_client, url, tag, count, size)
-            for own_client, url, tag in zip(own, writer_urls, tags, strict=True)
-        ]
-        with Timed() as timed:
-            await asyncio.gather(*writes)
+    timed = await writers_at_once(clients, writer_urls, tags, count, size)
     if shared:
         got, _ = await read_all(client, urls[0])
         check_interleaved("shared stream", got, tags, count, size)
@@ -423,13 +427,7 @@ async def many_in_flight(clients: Clients, base: str, sizes: Sizes) -> list[Figu
     tags = [f"f{w:03d}-" for w in range(writers)]
     writer_urls = [urls[w % streams] for w in range(writers)]
     count, size = sizes.appends_per_writer, sizes.append_bytes
-    async with clients.several(writers) as own:
-        writes = [
-            write_sequentially(own_client, url, tag, count, size)
-            for own_client, url, tag in zip(own, writer_urls, tags, strict=True)
-        ]
-        with Timed() as timed:
-            await asyncio.gather(*writes)
+    timed = await writers_at_once(clients, writer_urls, tags, count, size)
     for index, url in enumerate(urls):
         got, _ = await read_all(client, url)
         check_interleaved(f"in-flight stream {index}", got, tags[index::streams], count, size)
@@ -538,37 +536,40 @@ async def catch_up(clients: Clients, base: str, sizes: Sizes, notes: list[str]) 
     with Timed() as writing:
         await write_sequentially(client, url, "c", count, size)
     want = messages("c", count, size)
-    rates, responses = [], 0
-    with Timed() as reading:
-        for _ in range(sizes.catch_up_reads):
-            started = time.perf_counter()
-            got, responses = await read_all(client, url)
-            rates.append(len(got) / (time.perf_counter() - started) / MB)
-            check_bytes("catch-up read", got, want)
+    reads = sizes.catch_up_reads
+    rate, responses, reading = await median_read_rate(client, url, want, reads, "catch-up read")
     notes.append(f"a catch-up read of {len(want):,} bytes took {responses} response(s)")
     stored = f"{len(want) / KIB / KIB:.1f} MiB in {size // KIB} KiB appends"
     figures = [
         Figure("bulk append", f"bulk append, {stored}, sequential", "MB/s",
                len(want) / writing.seconds / MB, False, writing.client_cpu),
-        Figure("catch-up", f"catch-up read of {stored}, just written, median of "
-               f"{sizes.catch_up_reads}", "MB/s", statistics.median(rates), False,
-               reading.client_cpu),
+        Figure("catch-up", f"catch-up read of {stored}, just written, median of {reads}",
+               "MB/s", rate, False, reading.client_cpu),
     ]  # fmt: skip
     if sizes.history_after > 0:
         await asyncio.sleep(sizes.history_after)
-        history = []
-        with Timed() as rereading:
-            for _ in range(sizes.catch_up_reads):
-                started = time.perf_counter()
-                got, _ = await read_all(client, url)
-                history.append(len(got) / (time.perf_counter() - started) / MB)
-                check_bytes("history read", got, want)
+        rate, _, rereading = await median_read_rate(client, url, want, reads, "history read")
         label = f"catch-up read of the same, {sizes.history_after:.0f} s later, median of "
         figures.append(
-            Figure("catch-up history", f"{label}{sizes.catch_up_reads}", "MB/s",
-                   statistics.median(history), False, rereading.client_cpu)
+            Figure("catch-up history", f"{label}{reads}", "MB/s", rate, False,
+                   rereading.client_cpu)
         )  # fmt: skip
     return figures
+
+
+async def median_read_rate(
+    client: httpx.AsyncClient, url: str, want: bytes, reads: int, what: str
+) -> tuple[float, int, Timed]:
+    """`reads` catch-up reads of the whole stream, each checked against `want`: their median
+    MB/s, the responses the last one took, and the time of them all."""
+    rates, responses = [], 0
+    with Timed() as timed:
+        for _ in range(reads):
+            started = time.perf_counter()
+            got, responses = await read_all(client, url)
+            rates.append(len(got) / (time.perf_counter() - started) / MB)
+            check_bytes(what, got, want)
+    return statistics.median(rates), responses, timed
 
 
 class FanOutReader:
@@ -649,29 +650,14 @@ async def append_on_schedule(
 async def warm_up(clients: Clients, base: str) -> list[Figure]:
     """Every request kind the scenarios make, a few times, on streams of their own; its
     figures are dropped."""
-    small = Sizes(
-        append_count=20,
-        writers=4,
-        appends_per_writer=5,
-        producer_messages=50,
-        unbatched_messages=10,
-        live_appends=2,
-        live_gap=0.02,
-        catch_up_bytes=256 * KIB,
-        catch_up_reads=2,
-        history_after=0.0,
-        readers=4,
-        fan_out_appends=2,
-        fan_out_spacing=0.02,
-    )
-    await append_latency(clients, base, small)
-    await append_latency_lean(clients, base, small)
-    await concurrent_appends(clients, base, small, shared=True)
-    await producer_throughput(clients, base, small, batched=True)
-    await producer_throughput(clients, base, small, batched=False)
-    await live_latency(clients, base, small)
-    await catch_up(clients, base, small, [])
-    await fan_out(clients, base, small)
+    await append_latency(clients, base, WARM_UP)
+    await append_latency_lean(clients, base, WARM_UP)
+    await concurrent_appends(clients, base, WARM_UP, shared=True)
+    await producer_throughput(clients, base, WARM_UP, batched=True)
+    await producer_throughput(clients, base, WARM_UP, batched=False)
+    await live_latency(clients, base, WARM_UP)
+    await catch_up(clients, base, WARM_UP, [])
+    await fan_out(clients, base, WARM_UP)
     return []
 
 
@@ -742,21 +728,6 @@ async def run_scenarios(base: str, sizes: Sizes, run: ServerRun) -> None:
             if refusals:
                 answers = ", ".join(f"{n} x {answer}" for answer, n in sorted(refusals.items()))
                 run.notes.append(f"{name}: the server answered {answers}")
-
-
-@contextlib.contextmanager
-def reference_server() -> Iterator[tuple[str, str]]:
-    """The reference server in a Node process of its own; yields its streams' base URL and
-    a description."""
-    node = find_node()
-    work = install_node_project(HERE / "node", CACHE / "reference-server")
-    installed = work / "node_modules" / "@durable-streams" / "server" / "package.json"
-    version = json.loads(installed.read_text())["version"]
-    port = free_port()
-    root = f"http://127.0.0.1:{port}"
-    command = [node, str(work / "reference_server.mjs"), "--port", str(port)]
-    with process(command, f"{root}/"):  # ready once it answers at all (404 here)
-        yield f"{root}/v1/stream", f"npm @durable-streams/server {version}, in memory"
 
 
 @contextlib.contextmanager
@@ -839,17 +810,35 @@ def number(value: float) -> str:
     return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
 
 
-def print_table(runs: dict[str, ServerRun]) -> None:
-    reference, ours = runs.get("reference"), runs.get("ours")
+COLUMNS = (
+    "scenario",
+    "unit",
+    "better",
+    "reference",
+    "ours",
+    "ratio (>1: ours worse)",
+    "target",
+    "client CPU (reference / ours)",
+)
+
+
+def print_report(runs: dict[str, ServerRun]) -> None:
     for run in runs.values():
         print(f"{run.name}: {run.description}")
     print("client: httpx (async), one Python process, a client per concurrent reader or writer")
     print("both servers on loopback, one at a time\n")
-    print(
-        "| scenario | unit | better | reference | ours | ratio (>1: ours worse) | target "
-        "| client CPU (reference / ours) |"
-    )
-    print("| --- | --- | --- | ---: | ---: | ---: | --- | ---: |")
+    print_table(COLUMNS, "<<<>>><>", comparison_rows(runs))
+    print()
+    for run in runs.values():
+        for note in run.notes:
+            print(f"{run.name}: {note}")
+        for problem in run.problems:
+            print(f"WRONG: {run.name}: {problem}")
+
+
+def comparison_rows(runs: dict[str, ServerRun]) -> Iterator[list[str]]:
+    """A row per figure either server measured, in the order they were measured."""
+    reference, ours = runs.get("reference"), runs.get("ours")
     keys = list(dict.fromkeys(k for run in runs.values() for k in run.figures))
     for key in keys:
         theirs = reference.figures.get(key) if reference else None
@@ -859,18 +848,16 @@ def print_table(runs: dict[str, ServerRun]) -> None:
         ratio_cell = "-"
         if mine is not None and theirs is not None:
             ratio_cell = f"{ratio(shown, mine.value, theirs.value):.2f}"
-        print(
-            f"| {shown.label} | {shown.unit} | {'lower' if shown.lower_is_better else 'higher'} "
-            f"| {number(theirs.value) if theirs else '-'} | {number(mine.value) if mine else '-'} "
-            f"| {ratio_cell} | {target_cell(key, mine, theirs)} "
-            f"| {cpu_share(theirs)} / {cpu_share(mine)} |"
-        )
-    print()
-    for run in runs.values():
-        for note in run.notes:
-            print(f"{run.name}: {note}")
-        for problem in run.problems:
-            print(f"WRONG: {run.name}: {problem}")
+        yield [
+            shown.label,
+            shown.unit,
+            "lower" if shown.lower_is_better else "higher",
+            number(theirs.value) if theirs else "-",
+            number(mine.value) if mine else "-",
+            ratio_cell,
+            target_cell(key, mine, theirs),
+            f"{cpu_share(theirs)} / {cpu_share(mine)}",
+        ]
 
 
 # ---------------------------------------------------------------- command line
@@ -912,7 +899,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = parse_sizes(args)
     names = [args.only] if args.only else ["reference", "ours"]
     runs = {name: measure(name, sizes, args.in_memory) for name in names}
-    print_table(runs)
+    print_report(runs)
     return 1 if any(run.problems for run in runs.values()) else 0
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from benchmarks._processes import counted_emulator, dsaws_serve
+from benchmarks._report import per_operation, print_table
 from durable_streams_aws.client import AsyncDurableStream, DurableStream, IdempotentProducer
 from interop import run_ts_client
 
@@ -72,8 +73,7 @@ class Run:
     def aws_call_detail(self) -> str:
         if self.aws_calls is None:
             return "(not counted: emulator inside the server)"
-        per = {name: count * 1000 / self.messages for name, count in self.aws_calls.items()}
-        return ", ".join(f"{name} {value:.2f}" for name, value in sorted(per.items()))
+        return per_operation(self.aws_calls, self.messages / 1000, ".2f")
 
 
 async def produce_ours(url: str, count: int, size: int) -> float:
@@ -138,18 +138,35 @@ def servers() -> Iterator[list[tuple[str, str, str | None]]]:
             ]
 
 
-def print_table(runs: list[Run]) -> None:
-    print(
-        "| server | message | producer | messages | seconds | messages/s | MB/s "
-        "| AWS calls / 1000 messages | by operation, per 1000 messages |"
+COLUMNS = (
+    "server",
+    "message",
+    "producer",
+    "messages",
+    "seconds",
+    "messages/s",
+    "MB/s",
+    "AWS calls / 1000 messages",
+    "by operation, per 1000 messages",
+)
+
+
+def print_runs(runs: list[Run]) -> None:
+    rows = (
+        [
+            run.server,
+            run.size,
+            run.producer,
+            run.messages,
+            f"{run.seconds:.2f}",
+            f"{run.per_second:,.0f}",
+            f"{run.megabytes_per_second:.2f}",
+            run.aws_calls_per_thousand(),
+            run.aws_call_detail(),
+        ]
+        for run in runs
     )
-    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
-    for run in runs:
-        print(
-            f"| {run.server} | {run.size} | {run.producer} | {run.messages} "
-            f"| {run.seconds:.2f} | {run.per_second:,.0f} | {run.megabytes_per_second:.2f} "
-            f"| {run.aws_calls_per_thousand()} | {run.aws_call_detail()} |"
-        )
+    print_table(COLUMNS, "<<<>>>>><", rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                             file=sys.stderr,
                         )
                     medians.append(sorted(runs, key=lambda r: r.seconds)[len(runs) // 2])
-    print_table(medians)
+    print_runs(medians)
     for problem in problems:
         print("WRONG:", problem)
     return 1 if problems else 0

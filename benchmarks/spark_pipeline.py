@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from benchmarks._processes import counted_emulator, dsaws_serve
+from benchmarks._report import print_table
 from durable_streams_aws.client import DurableStream, SyncIdempotentProducer
 from durable_streams_aws.core.runtime import use_emulator_credentials
 
@@ -40,10 +41,10 @@ class Result:
     def per_second(self) -> float:
         return self.rows / statistics.median(self.seconds)
 
-    def row(self) -> str:
+    def row(self) -> list[str]:
         runs = ", ".join(f"{s:.1f}" for s in self.seconds)
         calls = "-" if self.aws_calls is None else f"{self.aws_calls * 1000 / self.rows:.2f}"
-        return f"| {self.path} | {self.rows:,} | {runs} | {self.per_second:,.0f} | {calls} |"
+        return [self.path, f"{self.rows:,}", runs, f"{self.per_second:,.0f}", calls]
 
 
 def message(n: int) -> dict[str, Any]:
@@ -183,10 +184,8 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
                 if own_session:
                     spark.stop()
     print()
-    print("| path | rows | seconds per run | rows/s (median) | AWS calls per 1000 rows |")
-    print("| --- | ---: | --- | ---: | ---: |")
-    for result in results:
-        print(result.row())
+    columns = ("path", "rows", "seconds per run", "rows/s (median)", "AWS calls per 1000 rows")
+    print_table(columns, "<><>>", (result.row() for result in results))
     print(json.dumps({r.path: round(r.per_second) for r in results}))
     return 0
 

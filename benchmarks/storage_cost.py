@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks._report import print_table
 from benchmarks.aws_calls import CallMeter
 from durable_streams_aws.core.config import Settings
 from durable_streams_aws.core.protocol.append import AppendIntent
@@ -141,8 +142,7 @@ async def catch_up(settings: Settings, endpoint: str, expected_messages: int) ->
     that has never seen it (no cached segment directories)."""
     backend = build_backend(settings, endpoint=endpoint)
     meter = CallMeter()
-    meter.attach(backend.dynamodb)
-    meter.attach(backend.s3)
+    meter.attach_backend(backend)
     read_units = 0.0
 
     def count_units(parsed: Any = None, model: Any = None, **_: Any) -> None:
@@ -175,8 +175,7 @@ async def catch_up(settings: Settings, endpoint: str, expected_messages: int) ->
 
 def seal(backend: Backend) -> tuple[float, dict[str, int]]:
     meter = CallMeter()
-    meter.attach(backend.dynamodb)
-    meter.attach(backend.s3)
+    meter.attach_backend(backend)
     started = time.perf_counter()
     report = Sealer(backend.store, seal_policy(backend.settings)).seal(PATH)
     if report.races_lost:
@@ -238,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f" in {m.messages // args.messages_per_append:,} appends"
         f" ({m.append_seconds:.0f} s on the emulator)"
     )
-    print_table(report_rows(m.stream_bytes, m.before, m.after, m.read_before, m.read_after))
+    print_footprint(report_rows(m.stream_bytes, m.before, m.after, m.read_before, m.read_after))
     deletes = m.seal_calls.get("DeleteItem", 0)
     each = ", ".join(f"{name} {count:,}" for name, count in sorted(m.seal_calls.items()))
     print(
@@ -307,10 +306,9 @@ def report_rows(
     ]
 
 
-def print_table(rows: list[tuple[str, str, str]]) -> None:
-    print("\n| | before sealing | after sealing |\n| --- | --- | --- |")
-    for name, before, after in rows:
-        print(f"| {name} | {before} | {after} |")
+def print_footprint(rows: list[tuple[str, str, str]]) -> None:
+    print()
+    print_table(("", "before sealing", "after sealing"), "<<<", rows)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import threading
 import time
 import uuid
@@ -30,6 +29,8 @@ from typing import Any
 
 import httpx
 
+from benchmarks._report import table_header, table_row
+from benchmarks._stats import percentile
 from durable_streams_aws.core.config import Settings
 from durable_streams_aws.core.runtime import (
     build_backend,
@@ -264,9 +265,28 @@ async def wake_latency(emulator: Emulator, samples: int) -> list[float]:
         setup.service.stop()
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+COLUMNS = (
+    "subscriptions",
+    "appends",
+    "request path",
+    "of which item writes",
+    "delivery",
+    "tasks queued (SQS)",
+    "webhooks",
+    "delivery calls, most frequent",
+)
+
+
+async def _cost_row(
+    emulator: Emulator, subscriptions: int | None, appends: int, label: str, spacing: float
+) -> list[object]:
+    row = await calls_per_append(emulator, subscriptions, appends, spacing)
+    return [
+        "API off" if subscriptions is None else subscriptions,
+        f"{appends}, {label}",
+        *(f"{row[n]:.2f}" for n in ("request", "item_writes", "delivery", "queued", "webhooks")),
+        row["detail"],
+    ]
 
 
 async def _main(quick: bool) -> None:
@@ -275,27 +295,17 @@ async def _main(quick: bool) -> None:
     samples = 20 if quick else 100
     with Emulator() as emulator:
         print("AWS calls per append, by subscriptions matching the stream")
-        print(
-            "| subscriptions | appends | request path | of which item writes "
-            "| delivery | tasks queued (SQS) | webhooks | delivery calls, most frequent |"
-        )
-        print("|---|---|---|---|---|---|---|---|")
+        print("\n".join(table_header(COLUMNS, "<" * len(COLUMNS))))
         for subscriptions in (None, 0, 1, 100):
             for label, spacing in (("spaced 300 ms", 0.3), ("burst", 0.0)):
                 if subscriptions == 100 and quick and spacing:
                     continue
-                row = await calls_per_append(emulator, subscriptions, appends, spacing)
-                name = "API off" if subscriptions is None else subscriptions
-                print(
-                    f"| {name} | {appends}, {label} | {row['request']:.2f} "
-                    f"| {row['item_writes']:.2f} | {row['delivery']:.2f} | {row['queued']:.2f} "
-                    f"| {row['webhooks']:.2f} | {row['detail']} |"
-                )
+                print(table_row(await _cost_row(emulator, subscriptions, appends, label, spacing)))
         latencies = await wake_latency(emulator, samples)
         print()
         print(f"wake latency, append request to webhook receipt, 1 subscription ({samples}):")
         print(
-            f"p50 {statistics.median(latencies):.1f} ms, p99 {_percentile(latencies, 0.99):.1f}"
+            f"p50 {percentile(latencies, 0.5):.1f} ms, p99 {percentile(latencies, 0.99):.1f}"
             f" ms, max {max(latencies):.1f} ms"
         )
 

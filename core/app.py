@@ -298,7 +298,7 @@ def _add_subscriptions(
 ) -> None:
     """The `__ds` control API (its access needs: `core.auth.decision`), and the append
     path's notices to it."""
-    from .http.subscriptions import add_subscription_routes
+    from .http.subscriptions import SubscriptionEndpoints
     from .subscriptions.wiring import ConfiguredSubscriptions
 
     service = ConfiguredSubscriptions(settings, store)  # type: ignore[arg-type]
@@ -309,14 +309,10 @@ def _add_subscriptions(
     def public_root(request: Request) -> str:
         return endpoints.stream_url(request, "")
 
-    add_subscription_routes(
-        app,
-        settings.base_path,
-        service,
-        public_root,
-        admit,
-        allow_local_http=settings.webhook_localhost_allowed,
+    routes = SubscriptionEndpoints(
+        service, public_root, admit, allow_local_http=settings.webhook_localhost_allowed
     )
+    routes.add_routes(app, settings.base_path)
 
 
 def _guard(settings: Settings) -> Guard | None:

@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from benchmarks._processes import free_port
+from benchmarks._processes import (
+    DSAWS_SERVE,
+    ChildProcess,
+    free_port,
+    names_storage,
+    python_module,
+)
 from durable_streams_aws.core.runtime import Backend
 from durable_streams_aws.core.storage import DynamoStore
 
 ROOT = Path(__file__).resolve().parent.parent
+DSAWS_SERVE_MODULE = " ".join(DSAWS_SERVE)
 
 
 class FakeClock:
@@ -100,17 +105,16 @@ def invoke_function(
 
 class ServerProcess:
     """`dsaws serve` on the embedded emulator (or another server module given by `module`),
-    in a child process."""
+    in a child process (benchmarks' `ChildProcess`, as the benchmarks start theirs)."""
 
     def __init__(
         self,
         *args: str,
         env: dict[str, str] | None = None,
-        module: str = "durable_streams_aws.core.cli serve",
+        module: str = DSAWS_SERVE_MODULE,
         with_cdn: bool = False,
         port: int | None = None,
     ) -> None:
-        self.module = module.split()
         self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.args = args
@@ -120,60 +124,39 @@ class ServerProcess:
             cdn_port = free_port()
             self.cdn_url = f"http://127.0.0.1:{cdn_port}"
             self.args = (*args, "--cdn-port", str(cdn_port))
-        self.env = {**os.environ, **(env or {})}
         # Each embedded server keeps its data in a directory of its own (a journal may have
         # one server only), removed when it stops, unless the test chose where its data goes.
         self._data_dir: tempfile.TemporaryDirectory[str] | None = None
-        storage_flags = {"--aws", "--data-dir", "--in-memory"}
-        if module == "durable_streams_aws.core.cli serve" and not storage_flags.intersection(
-            self.args
-        ):
+        if module == DSAWS_SERVE_MODULE and not names_storage(self.args):
             self._data_dir = tempfile.TemporaryDirectory(prefix="dsaws-data-")
             self.args = (*self.args, "--data-dir", self._data_dir.name)
-        self.process: subprocess.Popen[bytes] | None = None
-        # A file, not a pipe: nobody reads the server's output while it runs, and a full pipe
-        # would block the server on its next log line.
-        self.output = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop)
+        self.child = ChildProcess(python_module(module.split(), self.port, *self.args), env)
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self.child.popen
 
     def start(self) -> ServerProcess:
-        command = [sys.executable, "-m", *self.module, "--port", str(self.port), *self.args]
-        self.process = subprocess.Popen(
-            command, cwd=ROOT, env=self.env, stdout=self.output, stderr=subprocess.STDOUT
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{' '.join(self.module)} exited early:\n{self.log()}")
-            try:
-                urls = [self.base_url] + ([self.cdn_url] if self.cdn_url else [])
-                if all(httpx.get(f"{url}/healthz", timeout=2).status_code == 200 for url in urls):
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("dsaws serve did not come up within 30 s")
+        """Returns once the server (and its CDN) answer `/healthz` with 200, within 30 s."""
+        urls = [self.base_url] + ([self.cdn_url] if self.cdn_url else [])
+
+        def healthy() -> bool:
+            return all(httpx.get(f"{url}/healthz", timeout=2).status_code == 200 for url in urls)
+
+        self.child.start(healthy, within=30)
+        return self
 
     def log(self) -> str:
-        self.output.seek(0)
-        return self.output.read().decode(errors="replace")[-8000:]
+        return self.child.log()
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.output.close()
+        self.child.stop()
         if self._data_dir is not None:
             self._data_dir.cleanup()
 
     def kill(self) -> None:
         """SIGKILL: the server gets no chance to flush or close anything."""
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait()
+        self.child.kill()
 
     def __enter__(self) -> ServerProcess:
         return self.start()

@@ -1,10 +1,12 @@
 """Subscriptions (PROTOCOL sections 6 and 7): durable cursors over streams named by a glob
 pattern or explicitly, woken by webhook or through a wake stream."""
 
+from ._retry import WriteContention
 from .config import config_hash, parse_config, parse_subscription_id
 from .errors import SubscriptionError
 from .model import (
     Ack,
+    Completion,
     Delivery,
     Link,
     LinkStatus,
@@ -13,12 +15,19 @@ from .model import (
     Subscription,
     SubscriptionConfig,
     Wake,
+    WakeFence,
+    stream_report,
 )
-from .service import Keys, Sent, Subscriptions, stream_report
+from .ports import Keys, Sent, StreamPort, WebhookPost
+from .service import AuthorizedWake, Claim, Creation, Subscriptions
 from .tasks import InProcessScheduler, Scheduler, SqsScheduler, Task, TaskKind
 
 __all__ = [
     "Ack",
+    "AuthorizedWake",
+    "Claim",
+    "Completion",
+    "Creation",
     "Delivery",
     "InProcessScheduler",
     "Keys",
@@ -28,6 +37,7 @@ __all__ = [
     "Scheduler",
     "Sent",
     "SqsScheduler",
+    "StreamPort",
     "StreamTail",
     "Subscription",
     "SubscriptionConfig",
@@ -36,6 +46,9 @@ __all__ = [
     "Task",
     "TaskKind",
     "Wake",
+    "WakeFence",
+    "WebhookPost",
+    "WriteContention",
     "config_hash",
     "parse_config",
     "parse_subscription_id",

@@ -141,11 +141,40 @@ class LinkStatus:
         return self.tail > self.acked
 
 
+def stream_report(status: LinkStatus) -> dict[str, object]:
+    """A linked stream as GET describes it."""
+    from ..protocol.offsets import format_offset
+
+    return {
+        "path": status.link.path,
+        "link_type": status.link.link_type.value,
+        "acked_offset": format_offset(status.acked, status.acked_exact),
+    }
+
+
 @dataclass(frozen=True)
 class Ack:
     path: str
     position: int
     exact: bool = False  # an offset cut inside an append (`_i`)
+
+
+@dataclass(frozen=True)
+class WakeFence:
+    """The wake a request names, as the request sent it (unchecked: the current wake and the
+    request's token decide whether it is that wake)."""
+
+    generation: object
+    wake_id: object
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A callback's or a pull-wake ack's content: cursors to move, and whether the wake is
+    over (`done`) or goes on (a heartbeat, which extends the lease)."""
+
+    done: bool
+    acks: tuple[Ack, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ from .model import Ack, Link, LinkStatus, StreamTail, Subscription, Wake, WakeSt
 # keeps the subscription item far below DynamoDB's 400 KB.
 # 99: acking them all is one transaction with the subscription's own write (100 at most).
 MAX_WAKE_STREAMS = 99
+# Likewise the acks of one request: all of them and the subscription, one transaction.
+MAX_ACKS = 99
 MAX_WAKE_PATH_BYTES = 64 * 1024
 FIRST_RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 60.0

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from ._urls import allowed_addresses
-from .service import Sent
+from .ports import Sent
 
 # Enough for {"done": true} and then some; the rest of a longer answer is never read.
 MAX_ANSWER_BYTES = 64 * 1024

@@ -14,7 +14,8 @@ from ..protocol.append import AppendIntent
 from ..protocol.headers import JSON_MEDIA_TYPE
 from ..storage import DynamoStore, Payload, StreamPage
 from ._tokens import TokenSigner, derive_token_key
-from .service import Keys, Sent, Subscriptions
+from .ports import Keys, Sent
+from .service import Subscriptions
 from .store import SubscriptionStore
 from .tasks import InProcessScheduler, Scheduler, SqsScheduler
 
@@ -22,8 +23,8 @@ logger = logging.getLogger("dsaws.subscriptions")
 
 
 class StreamAccess:
-    """What subscriptions need of the streams: a listing for backfill, and appending wake
-    events (straight to the store: a wake event wakes no subscription itself)."""
+    """The subscriptions' `StreamPort` on the stream store: a listing for backfill, and
+    appending wake events (straight to the store: a wake event wakes no subscription itself)."""
 
     def __init__(self, store: DynamoStore) -> None:
         self.store = store

@@ -156,8 +156,7 @@ def secured(backend: Backend) -> Iterator[tuple[TestClient, CallMeter]]:
         }
     )
     meter = CallMeter()
-    meter.attach(backend.dynamodb)
-    meter.attach(backend.s3)
+    meter.attach_backend(backend)
     with TestClient(create_app(settings, backend.store)) as client:
         yield client, meter
 
@@ -312,8 +311,7 @@ def test_subscription_routes_against_every_read_only_principal(backend: Backend)
         }
     )
     meter = CallMeter()
-    meter.attach(backend.dynamodb)
-    meter.attach(backend.s3)
+    meter.attach_backend(backend)
     owner = bearer(token(OWNER))
     with TestClient(create_app(settings, backend.store)) as client:
         for path, kind in (("data/a", "text/plain"), ("wake/pool", "application/json")):

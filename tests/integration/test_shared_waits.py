@@ -90,8 +90,7 @@ def test_live_readers_woken_by_an_append_share_its_check_and_its_read(
     update, delivered = LIVE_MODES[mode]
     app = create_app(backend.settings.model_copy(update=update), backend.store)
     meter = CallMeter()
-    meter.attach(backend.dynamodb)
-    meter.attach(backend.s3)
+    meter.attach_backend(backend)
     text = {"Content-Type": "text/plain"}
 
     async def scenario() -> tuple[list[httpx.Response], dict[str, int]]:

@@ -171,3 +171,42 @@ def test_what_each_control_request_needs(backend: Backend) -> None:
         assert client.delete(f"{SUBS}/w", headers=creator).status_code == 204
         # The signing keys are public.
         assert client.get("/v1/stream/__ds/jwks.json").status_code == 200
+
+
+def test_a_write_that_keeps_losing_its_race_is_answered_503(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The optimistic write is bounded: past its tries, the client is told to come back."""
+    from durable_streams_aws.core.storage.aws import Conflict
+
+    assert client.put(f"{SUBS}/busy", json=HOOK).status_code == 201
+    store = client.app.state.subscriptions.store  # type: ignore[attr-defined]
+    tries = []
+
+    def always_loses(*args: Any) -> None:
+        tries.append(1)
+        raise Conflict("lost a race")
+
+    monkeypatch.setattr(store, "replace", always_loses)
+    response = client.delete(f"{SUBS}/busy")
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "1"
+    assert response.json() == {
+        "error": {"code": "UNAVAILABLE", "message": "storage is busy; retry shortly"}
+    }
+    assert len(tries) == 64
+    monkeypatch.undo()
+    assert client.get(f"{SUBS}/busy").status_code == 200  # nothing was written
+
+
+def test_a_put_answers_201_created_200_confirmed_and_409_for_another_config(
+    client: TestClient,
+) -> None:
+    """The route maps the service's `Creation` outcome onto the status."""
+    created = client.put(f"{SUBS}/once", json=HOOK)
+    assert created.status_code == 201 and created.json()["id"] == "once"
+    confirmed = client.put(f"{SUBS}/once", json=HOOK)
+    assert confirmed.status_code == 200 and confirmed.json() == created.json()
+    other = client.put(f"{SUBS}/once", json={**HOOK, "pattern": "jobs/**"})
+    assert other.status_code == 409
+    assert other.json()["error"]["code"] == "SUBSCRIPTION_ALREADY_EXISTS"

@@ -11,12 +11,15 @@ from typing import Any
 import pytest
 from support import FakeClock, store_on
 
+from durable_streams_aws.core.http.subscription_requests import bearer_token
+from durable_streams_aws.core.http.subscriptions import complete_wake
 from durable_streams_aws.core.protocol.append import AppendIntent
 from durable_streams_aws.core.protocol.offsets import format_offset
 from durable_streams_aws.core.runtime import Backend
 from durable_streams_aws.core.storage import CreateSpec, DynamoStore, Payload, StoreUnavailable
 from durable_streams_aws.core.storage.aws import Conflict
 from durable_streams_aws.core.subscriptions import (
+    Creation,
     Keys,
     Sent,
     SubscriptionError,
@@ -24,10 +27,11 @@ from durable_streams_aws.core.subscriptions import (
     Task,
     TaskKind,
     parse_config,
+    stream_report,
 )
+from durable_streams_aws.core.subscriptions._linking import LINK_WRITERS_GRACE
 from durable_streams_aws.core.subscriptions._signing import SigningKey
 from durable_streams_aws.core.subscriptions._tokens import TokenSigner, derive_token_key
-from durable_streams_aws.core.subscriptions.service import LINK_WRITERS_GRACE, stream_report
 from durable_streams_aws.core.subscriptions.store import LINK_PREFIX, SubscriptionStore
 from durable_streams_aws.core.subscriptions.wiring import StreamAccess
 
@@ -113,6 +117,11 @@ def ack_body(wake: dict[str, Any], path: str, position: int) -> bytes:
     return json.dumps({**document, "done": True}).encode()
 
 
+def complete(service: Subscriptions, sid: str, authorization: str, body: bytes) -> bool:
+    """A callback, as its route makes it: the token from the header, the body as sent."""
+    return complete_wake(service, sid, bearer_token(authorization), body)
+
+
 def run_all(*queues: tuple[Subscriptions, Tasks]) -> None:
     """Run every task due, on the instance that queued it, until none are left."""
     while any(tasks.pending_now for _, tasks in queues):
@@ -141,8 +150,8 @@ def test_create_confirms_identical_configs_refuses_others_and_backfills_at_tails
     create_stream(backend.store, "jobs/old", b"history")
     create_stream(backend.store, "other/x", b"unrelated")
     status, _ = one.create("s", webhook(streams=["manual/a"]), ROOT)
-    assert status == 201
-    assert two.create("s", webhook(streams=["manual/a"]), ROOT)[0] == 200
+    assert status is Creation.CREATED
+    assert two.create("s", webhook(streams=["manual/a"]), ROOT)[0] is Creation.CONFIRMED
     with pytest.raises(SubscriptionError) as refused:
         two.create("s", webhook(pattern="jobs/**"), ROOT)
     assert refused.value.status == 409 and refused.value.code == "SUBSCRIPTION_ALREADY_EXISTS"
@@ -182,7 +191,7 @@ def test_an_append_on_either_instance_wakes_once_and_a_stale_ack_is_fenced(
     # The lease ran out before the worker acked: refused, even before the expiry ran.
     clock.now += 5
     with pytest.raises(SubscriptionError) as late:
-        two[0].complete("s", authorization, body)
+        complete(two[0], "s", authorization, body)
     assert late.value.code == "FENCED"
     run_all(one, two)  # the expiry: a new generation for the same pending bytes
     assert len(hook.bodies) == 2 and hook.bodies[1]["generation"] == wake["generation"] + 1
@@ -191,15 +200,15 @@ def test_an_append_on_either_instance_wakes_once_and_a_stale_ack_is_fenced(
     fresh = hook.bodies[1]
     fresh_body = ack_body(fresh, "jobs/new", 3)
     with pytest.raises(SubscriptionError) as wrong_token:  # the old wake's token
-        one[0].complete("s", authorization, fresh_body)
+        complete(one[0], "s", authorization, fresh_body)
     assert wrong_token.value.code == "FENCED"
-    assert one[0].complete("s", f"Bearer {fresh['callback_token']}", fresh_body) is False
+    assert complete(one[0], "s", f"Bearer {fresh['callback_token']}", fresh_body) is False
     assert acked(two[0], "s") == {"jobs/new": format_offset(3)}
     with pytest.raises(SubscriptionError) as again:  # the same ack twice: fenced
-        two[0].complete("s", f"Bearer {fresh['callback_token']}", fresh_body)
+        complete(two[0], "s", f"Bearer {fresh['callback_token']}", fresh_body)
     assert again.value.code == "FENCED"
     with pytest.raises(SubscriptionError) as forged:
-        two[0].complete("s", "Bearer not-a-token", fresh_body)
+        complete(two[0], "s", "Bearer not-a-token", fresh_body)
     assert forged.value.status == 401
 
 
@@ -263,7 +272,7 @@ def test_a_callback_clears_the_failure_of_a_post_that_timed_out(
     service.run(tasks.take())
     assert service.describe("s")[0].status == "failed"
     wake = hook.bodies[0]
-    service.complete("s", f"Bearer {wake['callback_token']}", ack_body(wake, "jobs/f", 3))
+    complete(service, "s", f"Bearer {wake['callback_token']}", ack_body(wake, "jobs/f", 3))
     subscription, _ = service.describe("s")
     assert subscription.status == "active" and subscription.next_attempt_at == 0.0
     assert acked(service, "s") == {"jobs/f": format_offset(3)}
@@ -280,7 +289,7 @@ def test_a_failed_delivery_is_retried_though_the_subscription_changed_during_its
         def __call__(self, url: str, body: bytes, headers: dict[str, str], timeout: float) -> Sent:
             super().__call__(url, body, headers, timeout)
             if len(self.bodies) == 1:
-                service.add_streams("s", b'{"streams": ["extra/x"]}')
+                service.add_streams("s", ("extra/x",))
                 return Sent(False, detail="timeout")
             return Sent(True, done=True)
 
@@ -310,7 +319,7 @@ def test_a_failure_after_a_heartbeat_leaves_the_wake_to_the_worker(
             document = {"wake_id": wake["wake_id"], "generation": wake["generation"]}
             heartbeat = json.dumps({**document, "acks": []}).encode()
             clock.now += 0.5  # the worker calls back while the answer is on its way
-            service.complete("s", f"Bearer {wake['callback_token']}", heartbeat)
+            complete(service, "s", f"Bearer {wake['callback_token']}", heartbeat)
             return Sent(False, detail="timeout")
 
     hook = HeartbeatHook()
@@ -332,7 +341,7 @@ def test_only_one_of_two_instances_claims_a_pull_wake(backend: Backend, clock: F
     backend.store.create("wake/pool", CreateSpec("application/json", None, None, False, Payload()))
     one[0].create("p", pull(), ROOT)
     with pytest.raises(SubscriptionError) as nothing:
-        one[0].claim("p", b'{"worker": "w1"}')
+        one[0].claim("p", "w1")
     assert nothing.value.code == "NO_PENDING_WORK"
     create_stream(backend.store, "jobs/p", b"work")
     one[0].changed("jobs/p")
@@ -344,7 +353,7 @@ def test_only_one_of_two_instances_claims_a_pull_wake(backend: Backend, clock: F
 
     def claim(service: Subscriptions, worker: str) -> None:
         try:
-            results.append(service.claim("p", b'{"worker": "%s"}' % worker.encode()))
+            results.append(service.claim("p", worker))
         except SubscriptionError as error:
             results.append(error)
 
@@ -360,7 +369,7 @@ def test_only_one_of_two_instances_claims_a_pull_wake(backend: Backend, clock: F
     lost = [r for r in results if isinstance(r, SubscriptionError)]
     assert len(won) == 1 and len(lost) == 3
     assert {error.code for error in lost} == {"ALREADY_CLAIMED"}
-    holder = won[0][0].wake.holder
+    holder = won[0].subscription.wake.holder
     assert all(error.extra["current_holder"] == holder for error in lost)
 
 
@@ -453,8 +462,8 @@ def test_explicit_and_pattern_links_come_and_go_independently(
     service.remove_stream("s", "solo/x")  # idempotent
     kinds = {s.link.path: s.link.link_type.value for s in service.describe("s")[1]}
     assert kinds == {"jobs/both": "glob"}
-    service.add_streams("s", b'{"streams": ["solo/x"]}')
-    service.add_streams("s", b'{"streams": ["solo/x"]}')
+    service.add_streams("s", ("solo/x",))
+    service.add_streams("s", ("solo/x",))
     kinds = {s.link.path: s.link.link_type.value for s in service.describe("s")[1]}
     assert kinds == {"jobs/both": "glob", "solo/x": "explicit"}
 
@@ -475,7 +484,7 @@ def test_an_append_while_a_wake_is_in_flight_is_woken_after_its_done(
     two[0].changed("jobs/x")
     run_all(one, two)
     assert len(hook.bodies) == 1
-    done = one[0].complete("s", f"Bearer {wake['callback_token']}", ack_body(wake, "jobs/x", 3))
+    done = complete(one[0], "s", f"Bearer {wake['callback_token']}", ack_body(wake, "jobs/x", 3))
     assert done is True  # next_wake: the done looked again and found [3, 6)
     run_all(one, two)
     assert len(hook.bodies) == 2
@@ -561,7 +570,7 @@ def test_a_callback_for_streams_gone_meanwhile_acks_nothing_of_their_successors(
     acks = [{"stream": s["path"], "offset": s["tail_offset"]} for s in wake["streams"]]
     document = {"wake_id": wake["wake_id"], "generation": wake["generation"], "acks": acks}
     body = json.dumps({**document, "done": True}).encode()
-    assert two[0].complete("s", f"Bearer {wake['callback_token']}", body) is True  # more
+    assert complete(two[0], "s", f"Bearer {wake['callback_token']}", body) is True  # more
     positions = acked(one[0], "s")
     assert positions["jobs/kept"] == format_offset(10)
     assert positions["jobs/again"] == format_offset(0)  # the new incarnation: nothing acked
@@ -621,7 +630,7 @@ def test_a_done_for_a_link_removed_meanwhile_ends_the_wake(
     wake = subscription.wake
     assert wake is not None
     service.remove_stream("s", "solo/x")
-    service._ack_snapshot(service.describe("s")[0], wake)  # what {"done": true} does
+    service.delivery.ack_snapshot(service.describe("s")[0], wake)  # what {"done": true} does
     after, links = service.describe("s")
     assert after.wake is None and links == ()
 
@@ -679,7 +688,7 @@ def test_a_creation_cut_short_is_finished_by_the_confirming_put(
     with pytest.raises(StoreUnavailable):
         service.create("s", webhook(), ROOT)
     service.store.link = broken  # type: ignore[method-assign]
-    assert service.create("s", webhook(), ROOT)[0] == 200
+    assert service.create("s", webhook(), ROOT)[0] is Creation.CONFIRMED
     # Linked at its tail, as a creation does: its history is not delivered.
     assert acked(service, "s") == {"jobs/old": format_offset(7)}
     assert service.describe("s")[0].backfilled
@@ -698,11 +707,11 @@ def test_a_cursor_never_moves_back(backend: Backend, clock: FakeClock) -> None:
     heartbeat = json.loads(ack_body(wake, "jobs/x", 8))
     heartbeat["done"] = False
     token = f"Bearer {wake['callback_token']}"
-    assert service.complete("s", token, json.dumps(heartbeat).encode()) is False
+    assert complete(service, "s", token, json.dumps(heartbeat).encode()) is False
     # Then the webhook's {"done": true} acks the snapshot (3): the cursor stays at 8.
     subscription = service.describe("s")[0]
     assert subscription.wake is not None
-    service._ack_snapshot(subscription, subscription.wake)
+    service.delivery.ack_snapshot(subscription, subscription.wake)
     assert acked(service, "s") == {"jobs/x": format_offset(8)}
 
 
@@ -717,7 +726,7 @@ def test_heartbeats_leave_one_lease_timer(backend: Backend, clock: FakeClock) ->
     beat = json.dumps({"wake_id": wake["wake_id"], "generation": wake["generation"]}).encode()
     for _ in range(20):
         clock.now += 1
-        service.complete("s", f"Bearer {wake['callback_token']}", beat)
+        complete(service, "s", f"Bearer {wake['callback_token']}", beat)
         run_all((service, tasks))
     clock.now += 1.5  # the timer of the lease before the last fires, and ends
     run_all((service, tasks))
@@ -779,11 +788,11 @@ def test_an_ack_cut_inside_an_append_is_kept_exact(backend: Backend, clock: Fake
     heartbeat = json.loads(ack_body(wake, "jobs/x", 4))
     heartbeat["acks"][0]["offset"] = format_offset(4, inside=True)
     heartbeat["done"] = False
-    service.complete("s", token, json.dumps(heartbeat).encode())
+    complete(service, "s", token, json.dumps(heartbeat).encode())
     _, statuses = service.describe("s")
     reported = [stream_report(status) for status in statuses]
     assert reported[0]["acked_offset"] == format_offset(4, inside=True)
     assert statuses[0].snapshot().report()["acked_offset"] == format_offset(4, inside=True)
-    service.complete("s", token, ack_body(wake, "jobs/x", 10))
+    complete(service, "s", token, ack_body(wake, "jobs/x", 10))
     _, statuses = service.describe("s")
     assert stream_report(statuses[0])["acked_offset"] == format_offset(10)

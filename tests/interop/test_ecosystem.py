@@ -31,7 +31,7 @@ import httpx
 import pytest
 from support import ServerProcess
 
-from benchmarks.http_compare import reference_server
+from benchmarks._processes import reference_server
 from interop import ecosystem_command, run_ecosystem
 
 pytestmark = pytest.mark.integration
