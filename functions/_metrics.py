@@ -3,7 +3,8 @@ with the `service` dimension the dashboard and the alarms name (docs/operating.m
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
@@ -26,10 +27,25 @@ class PowertoolsTelemetry:
     """Figures gathered over an invocation and written as one EMF line when it ends
     (`metrics.log_metrics`); figures with dimensions of their own are a line each."""
 
+    def __init__(self) -> None:
+        self._silent = False
+
+    @contextmanager
+    def silenced(self) -> Iterator[None]:
+        """Record nothing meanwhile (the init's warm-up requests are not traffic)."""
+        self._silent = True
+        try:
+            yield
+        finally:
+            self._silent = False
+
     def count(self, metric: Metric, value: float = 1) -> None:
-        metrics.add_metric(name=metric.value, unit=_UNITS[unit_of(metric)], value=value)
+        if not self._silent:
+            metrics.add_metric(name=metric.value, unit=_UNITS[unit_of(metric)], value=value)
 
     def count_by(self, metric: Metric, dimensions: Mapping[str, str], value: float = 1) -> None:
+        if self._silent:
+            return
         with single_metric(
             name=metric.value,
             unit=_UNITS[unit_of(metric)],

@@ -36,11 +36,12 @@ logger = Logger(service=SERVICE)
 try:
     # Settings that cannot work here fail the function's initialisation with a readable
     # message.
-    _backend = build_backend(load_settings(), telemetry=PowertoolsTelemetry())
+    _telemetry = PowertoolsTelemetry()
+    _backend = build_backend(load_settings(), telemetry=_telemetry)
     _app = _backend.app(access_log=logger)
     _asgi = Mangum(_app, lifespan="off", text_mime_types=list(TEXT_MIME_TYPES))
-    _snapstart.warm_up(_asgi, _backend, _app)
-    metrics.clear_metrics()  # the warm-up's requests are not traffic
+    with _telemetry.silenced():  # the warm-up's requests are not traffic
+        _snapstart.warm_up(_asgi, _backend, _app)
     _snapstart.register_hooks(_backend)
 finally:  # collection resumes even after a failed init, in a process that outlives it
     gc.freeze()

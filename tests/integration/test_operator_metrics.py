@@ -1,0 +1,122 @@
+"""The figures operators alarm on come from the code paths they describe: the API function's
+EMF lines for each kind of request, and its request id in a response header and its logs."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+from support import invoke_function
+
+from durable_streams_aws.core.config import Settings
+from durable_streams_aws.core.runtime import build_backend, ensure_resources
+from durable_streams_aws.core.telemetry import Metric
+from durable_streams_aws.infra.emulator import Emulator
+from durable_streams_aws.infra.lambda_bridge import function_url_event, lambda_environment
+
+pytestmark = pytest.mark.integration
+
+TEXT = [("content-type", "text/plain")]
+TAIL = "0000000000000000_0000000000000009"  # after "hello" and "once"
+
+
+def emf_records(lines: list[str]) -> list[dict[str, Any]]:
+    records = [json.loads(line) for line in lines if line.startswith("{")]
+    return [record for record in records if "_aws" in record]
+
+
+def values_of(records: list[dict[str, Any]], name: str) -> list[float]:
+    found: list[float] = []
+    for record in records:
+        value = record.get(name)
+        if value is not None:
+            found.extend(value if isinstance(value, list) else [value])
+    return found
+
+
+def dimensions_of(records: list[dict[str, Any]], name: str) -> list[dict[str, str]]:
+    """The dimension values of each EMF line that carries `name`."""
+    found = []
+    for record in records:
+        if name not in record:
+            continue
+        keys = record["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]
+        found.append({key: record[key] for key in keys})
+    return found
+
+
+def test_each_request_kind_emits_its_figures(emulator: Emulator) -> None:
+    ensure_resources(build_backend(Settings(table="ops", bucket="ops-data"), emulator.endpoint))
+    path = "/v1/stream/ops"
+    producer = [*TEXT, ("producer-id", "p"), ("producer-epoch", "0"), ("producer-seq", "0")]
+    events = [
+        function_url_event("PUT", path, TEXT, b"", "::1"),
+        function_url_event("POST", path, TEXT, b"hello", "::1"),
+        function_url_event("POST", path, producer, b"once", "::1"),
+        function_url_event("POST", path, producer, b"once", "::1"),  # the producer's retry
+        function_url_event("GET", f"{path}?offset=-1", [], b"", "::1"),
+        function_url_event("GET", f"{path}?offset={TAIL}&live=long-poll", [], b"", "::1"),
+        function_url_event("HEAD", path, [], b"", "::1"),
+        function_url_event("POST", path, [("content-type", "application/json")], b"{}", "::1"),
+        function_url_event("DELETE", path, [], b"", "::1"),
+    ]
+    env = {
+        **os.environ,
+        **lambda_environment(emulator.endpoint, "ops", "ops-data"),
+        "DS_LONG_POLL_TIMEOUT": "1",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+    }
+    answers, lines = invoke_function("durable_streams_aws.functions.api.handler", events, env)
+    assert [a["statusCode"] for a in answers] == [201, 204, 200, 204, 200, 204, 200, 409, 204]
+    records = emf_records(lines)
+    for metric in (
+        Metric.CREATE_LATENCY,
+        Metric.CATCH_UP_LATENCY,
+        Metric.LONG_POLL_LATENCY,
+        Metric.HEAD_LATENCY,
+        Metric.DELETE_LATENCY,
+    ):
+        assert len(values_of(records, metric.value)) == 1, metric
+    assert len(values_of(records, Metric.APPEND_LATENCY.value)) == 4
+    assert all(v >= 0 for v in values_of(records, Metric.APPEND_LATENCY.value))
+    assert values_of(records, Metric.APPENDS.value) == [1.0, 1.0]
+    assert values_of(records, Metric.APPENDS_DEDUPLICATED.value) == [1.0]
+    assert dimensions_of(records, Metric.APPENDS_REFUSED.value) == [
+        {"service": "durable-streams", "Status": "409"}
+    ]
+    assert values_of(records, Metric.LONG_POLL_TIMEOUTS.value) == [1.0]
+    reads = dimensions_of(records, Metric.ORIGIN_READS.value)
+    # A read to the tail of an open stream is never kept; a long-poll's empty answer is,
+    # for a second, for the readers collapsed behind it.
+    assert [(r["Shape"], r["CacheControl"]) for r in reads] == [
+        ("from-start", "no-store"),
+        ("long-poll", "shared"),
+    ]
+    # Each answer names its request, and the access log line says the same id.
+    logged = [json.loads(line) for line in lines if line.startswith("{")]
+    requests = [record for record in logged if record.get("message") == "request"]
+    assert len(requests) == len(events)
+    for answer, record in zip(answers, requests, strict=True):
+        request_id = answer["headers"]["x-request-id"]
+        assert request_id == record["request_id"] == record["function_request_id"]
+
+
+def test_the_sealer_and_the_collector_report_their_runs(emulator: Emulator) -> None:
+    table = bucket = "ops-background"
+    backend = build_backend(Settings(table=table, bucket=bucket), endpoint=emulator.endpoint)
+    ensure_resources(backend)
+    env = {**os.environ, **lambda_environment(emulator.endpoint, table, bucket)}
+    scheduled = {"version": "0", "detail-type": "Scheduled Event", "source": "aws.events"}
+    answers, lines = invoke_function(
+        "durable_streams_aws.functions.sealer.handler", [scheduled], env
+    )
+    records = emf_records(lines)
+    for metric in ("SealMarksFound", "StreamsSealed", "BytesSealed", "SealFailures"):
+        assert values_of(records, metric) == [0.0], metric  # an idle run still reports
+    answers, lines = invoke_function("durable_streams_aws.functions.gc.handler", [scheduled], env)
+    assert answers[0]["incarnations_removed"] == 0
+    records = emf_records(lines)
+    for metric in ("IncarnationsCollected", "ObjectsCollected", "OrphansCollected"):
+        assert values_of(records, metric) == [0.0], metric
