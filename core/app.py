@@ -301,7 +301,7 @@ def _add_subscriptions(
     from .http.subscriptions import SubscriptionEndpoints
     from .subscriptions.wiring import ConfiguredSubscriptions
 
-    service = ConfiguredSubscriptions(settings, store)  # type: ignore[arg-type]
+    service = ConfiguredSubscriptions(settings, store, endpoints.telemetry)  # type: ignore[arg-type]
     app.state.subscriptions = service
     app.router.on_shutdown.append(service.stop)  # the in-process timer thread, if any
     endpoints.on_change = service

@@ -16,6 +16,7 @@ class Unit(Enum):
     COUNT = "Count"
     BYTES = "Bytes"
     MILLISECONDS = "Milliseconds"
+    SECONDS = "Seconds"
 
 
 class Metric(Enum):
@@ -54,11 +55,18 @@ class Metric(Enum):
     ITEMS_COLLECTED = "ItemsCollected"
     OBJECTS_COLLECTED = "ObjectsCollected"
     ORPHANS_COLLECTED = "OrphansCollected"
+    # Subscriptions (`functions/subscriptions.py`, and `dsaws serve`'s in-process worker).
+    WEBHOOK_DELIVERIES = "WebhookDeliveries"  # wakes a webhook accepted
+    WEBHOOK_FAILURES = "WebhookFailures"  # POSTs that failed (refused, timed out, unreachable)
+    WEBHOOK_RETRIES = "WebhookRetries"  # failed deliveries scheduled again after a backoff
+    PENDING_WAKES = "PendingWakes"  # wakes issued and not yet acked or released, at a sweep
+    OLDEST_PENDING_WAKE_AGE = "OldestPendingWakeAge"  # seconds, at a sweep
 
 
 UNITS: Mapping[Metric, Unit] = {
     Metric.BYTES_APPENDED: Unit.BYTES,
     Metric.BYTES_SEALED: Unit.BYTES,
+    Metric.OLDEST_PENDING_WAKE_AGE: Unit.SECONDS,
     **{metric: Unit.MILLISECONDS for metric in Metric if metric.value.endswith("Latency")},
 }
 

@@ -20,6 +20,7 @@ _UNITS = {
     Unit.COUNT: MetricUnit.Count,
     Unit.BYTES: MetricUnit.Bytes,
     Unit.MILLISECONDS: MetricUnit.Milliseconds,
+    Unit.SECONDS: MetricUnit.Seconds,
 }
 
 

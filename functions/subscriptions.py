@@ -18,9 +18,13 @@ from durable_streams_aws.core.runtime import build_backend
 from durable_streams_aws.core.subscriptions import Task
 from durable_streams_aws.core.subscriptions.wiring import ConfiguredSubscriptions
 
+from ._metrics import PowertoolsTelemetry, metrics
+
 logger = Logger(service="durable-streams-subscriptions")
 _settings = load_settings()
-_service = ConfiguredSubscriptions(_settings, build_backend(_settings).store)
+_service = ConfiguredSubscriptions(
+    _settings, build_backend(_settings).store, telemetry=PowertoolsTelemetry()
+)
 
 
 def tasks_of(event: dict[str, Any]) -> list[tuple[str, Task]]:
@@ -36,6 +40,7 @@ def tasks_of(event: dict[str, Any]) -> list[tuple[str, Task]]:
 
 
 @logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if isinstance(event, dict) and "Records" in event:
         batch = tasks_of(event)

@@ -103,6 +103,22 @@ def invoke_function(
     return answers, lines
 
 
+def emf_records(lines: list[str]) -> list[dict[str, Any]]:
+    """The CloudWatch EMF lines among what a function printed."""
+    records = [json.loads(line) for line in lines if line.startswith("{")]
+    return [record for record in records if "_aws" in record]
+
+
+def values_of(records: list[dict[str, Any]], name: str) -> list[float]:
+    """Every value of metric `name` in those lines."""
+    found: list[float] = []
+    for record in records:
+        value = record.get(name)
+        if value is not None:
+            found.extend(value if isinstance(value, list) else [value])
+    return found
+
+
 class ServerProcess:
     """`dsaws serve` on the embedded emulator (or another server module given by `module`),
     in a child process (benchmarks' `ChildProcess`, as the benchmarks start theirs)."""

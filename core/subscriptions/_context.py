@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..telemetry import NoTelemetry, Telemetry
 from ._glob import glob_matches, literal_prefix
 from .errors import SubscriptionError
 from .model import LinkStatus, Subscription
@@ -33,6 +34,7 @@ class Context:
     scheduler: Scheduler
     post: WebhookPost
     clock: Callable[[], float]
+    telemetry: Telemetry = field(default_factory=NoTelemetry)
 
     @property
     def keys(self) -> Keys:

@@ -14,6 +14,7 @@ from typing import TypeVar
 from urllib.parse import quote
 
 from ..storage.aws import Conflict
+from ..telemetry import Metric
 from ._context import TOKEN_LIFETIME, Context, names
 from ._issuing import WakeIssuer
 from ._linking import Linker
@@ -110,12 +111,18 @@ class DeliveryWorker:
         act on leases that ran out and retries that are due, and wake idle subscriptions
         with pending work. Costs one Query, plus two reads per idle subscription."""
         now = self.context.clock()
+        pending: list[float] = []  # when each wake still outstanding was issued
         for subscription in self.context.store.all():
+            if not subscription.deleted and subscription.wake is not None:
+                pending.append(subscription.wake.issued_at)
             with _isolated(subscription.id):
                 if not subscription.deleted:
                     self._sweep_one(subscription, now)
                 elif not subscription.links_dropped:
                     self.linker.drop_links(subscription)
+        oldest = max(now - min(pending), 0.0) if pending else 0.0
+        self.context.telemetry.count(Metric.PENDING_WAKES, len(pending))
+        self.context.telemetry.count(Metric.OLDEST_PENDING_WAKE_AGE, oldest)
 
     def _sweep_one(self, subscription: Subscription, now: float) -> None:
         wake = subscription.wake
@@ -150,9 +157,11 @@ class DeliveryWorker:
         assert url is not None
         sent = self.context.post(url, body, headers, min(subscription.lease_ttl, 10.0))
         if sent.ok:
+            self.context.telemetry.count(Metric.WEBHOOK_DELIVERIES)
             self._delivered(subscription, wake, sent)
         else:
             logger.info("webhook for %s failed: %s", subscription_id, sent.detail)
+            self.context.telemetry.count(Metric.WEBHOOK_FAILURES)
             self._failed(subscription, wake)
 
     def _wake_body(self, subscription: Subscription, wake: Wake) -> bytes:
@@ -252,6 +261,7 @@ class DeliveryWorker:
         written, delay = recorded
         task = Task(TaskKind.DELIVER, subscription.id, wake.generation)
         self.context.scheduler.send(task, delay)
+        self.context.telemetry.count(Metric.WEBHOOK_RETRIES)
         self.issuer.schedule_expiry(written)
 
     def expire(self, subscription_id: str, generation: int, lease_end: float | None) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 
+from ..telemetry import NoTelemetry, Telemetry
 from ._appends import AppendNotices
 from ._context import Context
 from ._control import Control, Creation
@@ -39,8 +40,11 @@ class Subscriptions:
         scheduler: Scheduler,
         post: WebhookPost,
         clock: Callable[[], float] = time.time,
+        telemetry: Telemetry | None = None,
     ) -> None:
-        self.context = Context(store, streams, keys, scheduler, post, clock)
+        self.context = Context(
+            store, streams, keys, scheduler, post, clock, telemetry or NoTelemetry()
+        )
         linker = Linker(self.context)
         issuer = WakeIssuer(self.context)
         self.appends = AppendNotices(self.context)

@@ -13,6 +13,7 @@ from ..config import Settings
 from ..protocol.append import AppendIntent
 from ..protocol.headers import JSON_MEDIA_TYPE
 from ..storage import DynamoStore, Payload, StreamPage
+from ..telemetry import Telemetry
 from ._tokens import TokenSigner, derive_token_key
 from .ports import Keys, Sent
 from .service import Subscriptions
@@ -67,7 +68,9 @@ class ConfiguredSubscriptions(Subscriptions):
     """The service with its keys loaded lazily and, without a queue, an in-process timer
     thread started on first use."""
 
-    def __init__(self, settings: Settings, store: DynamoStore) -> None:
+    def __init__(
+        self, settings: Settings, store: DynamoStore, telemetry: Telemetry | None = None
+    ) -> None:
         self._lazy_keys = LazyKeys(settings)
         scheduler: Scheduler
         self._local: InProcessScheduler | None = None
@@ -86,6 +89,7 @@ class ConfiguredSubscriptions(Subscriptions):
             lambda: self._lazy_keys.keys,
             scheduler,
             _LazySender(settings.webhook_localhost_allowed),
+            telemetry=telemetry,
         )
 
     def stop(self) -> None:

@@ -200,6 +200,7 @@ def _expand(row: list[Any], previous: list[Any]) -> list[Any]:
         "AlarmConcurrentExecutions",
         "AlarmDynamoDbThrottles",
         "AlarmSealMarksWaiting",
+        "AlarmWebhookFailures",
     ],
 )
 def test_thresholds_are_parameters_with_defaults(parameter: str) -> None:

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 import pytest
-from support import invoke_function
+from support import emf_records, invoke_function, values_of
 
 from durable_streams_aws.core.config import Settings
 from durable_streams_aws.core.runtime import build_backend, ensure_resources
@@ -20,20 +20,6 @@ pytestmark = pytest.mark.integration
 
 TEXT = [("content-type", "text/plain")]
 TAIL = "0000000000000000_0000000000000009"  # after "hello" and "once"
-
-
-def emf_records(lines: list[str]) -> list[dict[str, Any]]:
-    records = [json.loads(line) for line in lines if line.startswith("{")]
-    return [record for record in records if "_aws" in record]
-
-
-def values_of(records: list[dict[str, Any]], name: str) -> list[float]:
-    found: list[float] = []
-    for record in records:
-        value = record.get(name)
-        if value is not None:
-            found.extend(value if isinstance(value, list) else [value])
-    return found
 
 
 def dimensions_of(records: list[dict[str, Any]], name: str) -> list[dict[str, str]]:

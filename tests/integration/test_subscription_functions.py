@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import boto3
-from support import invoke_function
+from support import emf_records, invoke_function, values_of
 
 from durable_streams_aws.core.config import Settings
 from durable_streams_aws.core.runtime import build_backend, ensure_resources
@@ -78,6 +78,7 @@ def test_a_webhook_wake_travels_through_sqs_and_the_subscription_function(
         # Run the queue's tasks through the subscription function until it is empty (the
         # creation's check arrives a few seconds late, as its delay says).
         kinds: list[str] = []
+        printed: list[str] = []
         quiet_since = time.monotonic()
         while time.monotonic() - quiet_since < 5:
             received = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)
@@ -87,10 +88,11 @@ def test_a_webhook_wake_travels_through_sqs_and_the_subscription_function(
                 continue
             kinds += [json.loads(m["Body"])["kind"] for m in messages]
             event = {"Records": [{"body": m["Body"]} for m in messages]}
-            answered, _ = invoke_function(
+            answered, lines = invoke_function(
                 "durable_streams_aws.functions.subscriptions.handler", [event], env
             )
             assert answered == [{"batchItemFailures": []}]
+            printed += lines
             for message in messages:
                 sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
             quiet_since = time.monotonic()
@@ -111,9 +113,14 @@ def test_a_webhook_wake_travels_through_sqs_and_the_subscription_function(
             }
         ]
         # The schedule's event: a sweep, with nothing left to do.
-        swept, _ = invoke_function(
+        swept, lines = invoke_function(
             "durable_streams_aws.functions.subscriptions.handler", [{"source": "aws.events"}], env
         )
         assert swept == [{"swept": 1}] and len(wakes) == 1
+        # The function reported the delivery, and the sweep what it found outstanding.
+        assert values_of(emf_records(printed), "WebhookDeliveries") == [1.0]
+        assert values_of(emf_records(printed), "WebhookFailures") == []
+        assert values_of(emf_records(lines), "PendingWakes") == [0.0]
+        assert values_of(emf_records(lines), "OldestPendingWakeAge") == [0.0]
     finally:
         server.shutdown()

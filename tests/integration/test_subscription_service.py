@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -34,6 +35,7 @@ from durable_streams_aws.core.subscriptions._signing import SigningKey
 from durable_streams_aws.core.subscriptions._tokens import TokenSigner, derive_token_key
 from durable_streams_aws.core.subscriptions.store import LINK_PREFIX, SubscriptionStore
 from durable_streams_aws.core.subscriptions.wiring import StreamAccess
+from durable_streams_aws.core.telemetry import Metric
 
 ROOT = "http://test.local/v1/stream/"
 SIGNING = SigningKey.from_secret_text("shared by both instances")
@@ -76,7 +78,22 @@ class Hook:
         return self.answer
 
 
-def instance(backend: Backend, clock: FakeClock, hook: Hook) -> tuple[Subscriptions, Tasks]:
+class Figures:
+    """Telemetry that keeps what it is told, by metric."""
+
+    def __init__(self) -> None:
+        self.values: dict[Metric, list[float]] = {}
+
+    def count(self, metric: Metric, value: float = 1) -> None:
+        self.values.setdefault(metric, []).append(value)
+
+    def count_by(self, metric: Metric, dimensions: Mapping[str, str], value: float = 1) -> None:
+        self.count(metric, value)
+
+
+def instance(
+    backend: Backend, clock: FakeClock, hook: Hook, telemetry: Figures | None = None
+) -> tuple[Subscriptions, Tasks]:
     store = store_on(backend, clock=clock)
     tasks = Tasks(clock)
     service = Subscriptions(
@@ -86,6 +103,7 @@ def instance(backend: Backend, clock: FakeClock, hook: Hook) -> tuple[Subscripti
         tasks,
         hook,
         clock=clock,
+        telemetry=telemetry,
     )
     return service, tasks
 
@@ -226,6 +244,31 @@ def test_a_recreated_stream_is_pending_from_its_new_beginning(
     run_all(one)
     assert [w["streams"][0]["acked_offset"] for w in hook.bodies] == [format_offset(0)]
     assert acked(one[0], "s") == {"jobs/r": format_offset(3)}  # done: the snapshot acked
+
+
+def test_deliveries_failures_retries_and_pending_wakes_are_counted(
+    backend: Backend, clock: FakeClock
+) -> None:
+    hook = Hook()
+    hook.answer = Sent(False, detail="status 500")
+    figures = Figures()
+    service, tasks = instance(backend, clock, hook, figures)
+    service.create("s", webhook(lease_ttl_ms=60_000), ROOT)
+    tasks.take()
+    create_stream(backend.store, "jobs/m", b"x")
+    service.notice(["jobs/m"])
+    service.run(tasks.take())  # the first delivery fails, and its retry is scheduled
+    assert figures.values[Metric.WEBHOOK_FAILURES] == [1]
+    assert figures.values[Metric.WEBHOOK_RETRIES] == [1]
+    clock.now += 0.5
+    service.sweep()  # the wake is still out, issued half a second ago
+    assert figures.values[Metric.PENDING_WAKES] == [1]
+    assert figures.values[Metric.OLDEST_PENDING_WAKE_AGE] == [pytest.approx(0.5, abs=0.05)]
+    hook.answer = Sent(True)
+    clock.now += 5
+    run_all((service, tasks))
+    assert figures.values[Metric.WEBHOOK_DELIVERIES] == [1]
+    assert figures.values[Metric.WEBHOOK_FAILURES] == [1]  # the success counted apart
 
 
 def test_failed_deliveries_back_off_and_mark_the_subscription_failed(
