@@ -68,14 +68,15 @@ def reference_source(table: str, source: StreamInfo, position: int, now: float) 
         ":inc": items.s(source.incarnation),
         ":one": items.n(1),
         ":position": items.n(position),
-        ":now": items.n(now),
     }
     # At or below the readable tail, which the published tail may not have reached yet.
     condition = (
         "#inc = :inc AND attribute_not_exists(#del) AND (#tail >= :position OR #rsv >= :position)"
     )
     if source.expires_at is not None:
+        # Only then: DynamoDB refuses a request with a value its expressions do not use.
         condition += " AND #exp > :now"
+        values[":now"] = items.n(now)
     dead = source.oldest_live_access(now)
     if dead is not None:
         condition += " AND #acc > :dead"

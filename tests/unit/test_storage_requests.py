@@ -82,7 +82,6 @@ def test_a_fork_references_a_source_without_expiry() -> None:
                 ":inc": {"S": "inc-1"},
                 ":one": {"N": "1"},
                 ":position": {"N": "7"},
-                ":now": {"N": "1000.5"},
             },
         }
     }
