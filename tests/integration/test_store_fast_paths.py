@@ -12,10 +12,11 @@ answer, by design), any condition left to moto's parser, and any Query left to m
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ from durable_streams_aws.core.protocol.append import AppendIntent, Verdict
 from durable_streams_aws.core.protocol.headers import ProducerClaim
 from durable_streams_aws.core.runtime import Backend
 from durable_streams_aws.core.storage import (
+    AppendOutcome,
     Collector,
     CreateSpec,
     DynamoStore,
@@ -33,17 +35,16 @@ from durable_streams_aws.core.storage import (
     Payload,
     Presence,
     Sealer,
+    StreamInfo,
 )
+from durable_streams_aws.core.storage import _requests as requests
 from durable_streams_aws.core.storage._seal_plan import SealPolicy
+from durable_streams_aws.core.storage._settle import Claim
 from durable_streams_aws.infra import _fast_conditions, _fast_item_requests, _moto_fast_query
 
 TEXT = "text/plain"
 JSON = "application/json"
 VOID_AFTER = 0.4
-# The store's requests the fast layer leaves to moto on purpose: a hard delete's transaction
-# (its Delete, and for a fork the release of the source, which counts down). Deletes are rare,
-# and the layer stays smaller without them.
-LEFT_TO_MOTO = frozenset({"Delete"})
 
 
 @dataclass
@@ -57,6 +58,7 @@ class SlowPaths:
     conditions: list[str] = field(default_factory=list)
     queries: list[str] = field(default_factory=list)
     updates: set[str] = field(default_factory=set)
+    built: set[str] = field(default_factory=set)  # the `_requests` functions called
 
     def request(self, operation: str, body: bytes, status: str) -> None:
         if self.table.encode() not in body:
@@ -79,6 +81,27 @@ def _sent(seen: SlowPaths, params: dict[str, Any], **_: Any) -> None:
     seen.updates.update(e["UpdateExpression"] for e in entries if "UpdateExpression" in e)
 
 
+def _request_shapes() -> dict[str, Callable[..., Any]]:
+    return {
+        name: function
+        for name, function in vars(requests).items()
+        if inspect.isfunction(function)
+        and function.__module__ == requests.__name__
+        and not name.startswith("_")
+    }
+
+
+SHAPES = _request_shapes()
+
+
+def _noting(seen: SlowPaths, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    def building(*args: Any, **kwargs: Any) -> Any:
+        seen.built.add(name)
+        return function(*args, **kwargs)
+
+    return building
+
+
 def _summary(requests: list[tuple[str, dict[str, Any]]]) -> str:
     """The expressions of each request (the items' data is noise here)."""
     shown = []
@@ -97,9 +120,13 @@ def _summary(requests: list[tuple[str, dict[str, Any]]]) -> str:
 
 
 def _left_to_moto(request: dict[str, Any]) -> bool:
-    """A transaction of the kind left to moto on purpose (`LEFT_TO_MOTO`)."""
-    kinds = {kind for entry in request.get("TransactItems", []) for kind in entry}
-    return bool(kinds & LEFT_TO_MOTO)
+    """The store's requests the fast layer leaves to moto on purpose, all rare: a hard
+    delete's transaction (its Delete, and for a fork the release of its source, which counts
+    down), and the lifting of a hold by an append refused after it placed one (a REMOVE)."""
+    entries = request.get("TransactItems")
+    if entries is not None:
+        return any("Delete" in entry for entry in entries)
+    return str(request.get("UpdateExpression", "")).startswith("REMOVE ")
 
 
 @pytest.fixture
@@ -114,6 +141,8 @@ def slow(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowPath
         return built
 
     monkeypatch.setattr(_fast_conditions, "build", building)
+    for name, function in SHAPES.items():
+        monkeypatch.setattr(requests, name, _noting(seen, name, function))
     _fast_item_requests.observe(seen.request)
     _moto_fast_query.observe(
         lambda table: seen.queries.append(table.name) if table.name == seen.table else None
@@ -204,17 +233,38 @@ def reserved_appends(backend: Backend, clock: FakeClock) -> None:
     stores[1].appender._reserve(info, 2)  # a writer that dies before it fills its range
     clock.now += VOID_AFTER + 1  # ... is voided by the next reader
     assert stores[2].get("h") is not None
-    closing = threading.Thread(target=committed, args=(stores[0], "h", plain(b"end;", close=True)))
-    stores[1].appender._reserve(info, 2)  # pending again: the close holds reservations off
-    closing.start()
-    for _ in range(100):
-        clock.now += 0.1
-        time.sleep(0.01)
-        if not closing.is_alive():
+    given_up = stores[1].appender._reserve(info, 2)  # a writer that gives its range up
+    end, number = given_up.reserved_end, given_up.ranges
+    for _ in range(2):  # the second time, its claim says it is void already
+        assert stores[1].settler.void_own(given_up, end - 2, end, number) is Claim.VOID
+    committed(stores[0], "h", plain(b"s;", seq="0005"))
+    stale = behind_a_pending_range(stores, clock, info, plain(b"old;", seq="0001"))
+    assert stale.decision is not None and stale.decision.verdict is not Verdict.COMMIT
+    closing = behind_a_pending_range(stores, clock, info, plain(b"end;", close=True))
+    assert closing.decision is not None and closing.decision.verdict is Verdict.COMMIT
+
+
+def behind_a_pending_range(
+    stores: list[DynamoStore],
+    clock: FakeClock,
+    info: StreamInfo,
+    request: tuple[AppendIntent, Payload],
+) -> AppendOutcome:
+    """A direct append (a close, Stream-Seq) made while a range below it is pending: it holds
+    reservations off until the range is voided, then is decided."""
+    stores[1].appender._reserve(info, 2)  # a writer that dies before it fills its range
+    answers: list[AppendOutcome] = []
+    waiting = threading.Thread(target=lambda: answers.append(stores[0].append("h", *request)))
+    waiting.start()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and waiting.is_alive():
+        held = stores[2].snapshot("h")
+        if held is not None and held.held_until > clock.now:
             break
-    closing.join()
-    closed = stores[2].get("h")
-    assert closed is not None and closed.closed
+        time.sleep(0.01)
+    clock.now += VOID_AFTER + 1  # the pending range is voided, and the append goes on
+    waiting.join()
+    return answers[0]
 
 
 def forks_and_lifecycle(store: DynamoStore, clock: FakeClock) -> None:
@@ -278,3 +328,5 @@ def test_every_request_the_store_sends_is_answered_fast(backend: Backend, slow: 
         "SET #acc = :now",
         "SET #del = :true",
     } <= slow.updates, slow.updates
+    # Every request shape of `core.storage._requests` was sent.
+    assert slow.built == set(SHAPES)
