@@ -191,6 +191,9 @@ def release_source(table: str, source_path: str, source_incarnation: str) -> Req
 
 # ---------------------------------------------------------------------- appends
 
+# The stream is this incarnation, open, and not deleted.
+_OPEN = "#inc = :inc AND #closed = :false AND attribute_not_exists(#del)"
+
 
 def direct_commit(table: str, before: StreamInfo, after: StreamInfo, holding: bool) -> Request:
     """The stream item's update of a direct commit (`core.storage._append`), taking it from
@@ -333,8 +336,7 @@ def reserve_range(table: str, info: StreamInfo, length: int, now: float) -> Requ
         ":false": {"BOOL": False},
     }
     condition = (
-        "#inc = :inc AND #closed = :false AND attribute_not_exists(#del)"
-        " AND attribute_exists(#rsv) AND (attribute_not_exists(#hold) OR #hold < :now)"
+        _OPEN + " AND attribute_exists(#rsv) AND (attribute_not_exists(#hold) OR #hold < :now)"
     )
     names["#hold"] = "hold"
     if info.expires_at is not None:
@@ -409,10 +411,7 @@ def hold_reservations(
         ":inc": items.s(info.incarnation),
         ":false": {"BOOL": False},
     }
-    condition = (
-        "#inc = :inc AND #closed = :false AND attribute_not_exists(#del)"
-        " AND (attribute_not_exists(#hold) OR #hold < :now"
-    )
+    condition = _OPEN + " AND (attribute_not_exists(#hold) OR #hold < :now"
     if mine is not None:
         condition += " OR #hold = :mine"
         values[":mine"] = items.n(mine)

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 from support import FakeClock, store_on
+from test_hot_streams import plain, produced, read_all
 
 from durable_streams_aws.core.protocol.append import AppendIntent, Verdict
-from durable_streams_aws.core.protocol.headers import ProducerClaim
 from durable_streams_aws.core.runtime import Backend
 from durable_streams_aws.core.storage import (
     AppendOutcome,
@@ -157,29 +157,9 @@ def slow(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowPath
         _moto_fast_query.observe(None)
 
 
-def plain(data: bytes, close: bool = False, seq: str | None = None) -> tuple[AppendIntent, Payload]:
-    return AppendIntent(TEXT, bool(data), close, stream_seq=seq), Payload(data)
-
-
-def produced(producer: str, seq: int, data: bytes) -> tuple[AppendIntent, Payload]:
-    claim = ProducerClaim(producer, 0, seq)
-    return AppendIntent(TEXT, True, False, producer=claim), Payload(data)
-
-
 def committed(store: DynamoStore, path: str, request: tuple[AppendIntent, Payload]) -> None:
     outcome = store.append(path, *request)
     assert outcome.decision is not None and outcome.decision.verdict is Verdict.COMMIT
-
-
-def read_all(store: DynamoStore, path: str) -> bytes:
-    info = store.get(path)
-    assert info is not None
-    data, position = bytearray(), 0
-    while position < info.tail:
-        batch = store.read(info, position, 1 << 20)
-        data += batch.data or b"".join(batch.messages or ())
-        position = batch.end
-    return bytes(data)
 
 
 def direct_appends(backend: Backend, store: DynamoStore) -> None:
@@ -274,7 +254,8 @@ def forks_and_lifecycle(store: DynamoStore, clock: FakeClock) -> None:
     assert read_all(store, "f") == b"first;pla" + b"fork;"
     committed(store, "j", (AppendIntent(JSON, True, False), Payload(b'{"n":1}', (7,))))
     store.create("k", CreateSpec(None, fork=ForkRequest("j", 0, 1)))
-    assert read_all(store, "k") == b'{"n":0}'
+    fork = store.get("k")
+    assert fork is not None and store.read(fork, 0, 1 << 20).messages == (b'{"n":0}',)
     source = store.get("a")
     assert source is not None
     list(store.boundaries(source, 0, 20))
