@@ -6,12 +6,14 @@ so a changed expression would silently make every local run and test slower. Thi
 store's flows (create, the append paths, close, fork, read, renewal, delete, expiry, sealing
 and collection) with the fast paths observed, and fails on any item request moto answered
 with success (the fast layer only ever answers success: a refused condition is moto's to
-answer, by design), any condition left to moto's parser, and any Query left to moto's.
+answer, by design), but for the few rare forms left to moto on purpose (`_left_to_moto`), on
+any condition left to moto's parser, and on any Query left to moto's. It also fails when a
+request shape of `core.storage._requests` was not sent at all: a new shape needs a step
+here.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import threading
@@ -50,14 +52,13 @@ VOID_AFTER = 0.4
 @dataclass
 class SlowPaths:
     """What the fast paths left to moto while the workload ran (on its own table: the
-    session's emulator serves other tests' tables too), and the update forms it sent."""
+    session's emulator serves other tests' tables too), and the request shapes it built."""
 
     table: str
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     conditions: list[str] = field(default_factory=list)
     queries: list[str] = field(default_factory=list)
-    updates: set[str] = field(default_factory=set)
     built: set[str] = field(default_factory=set)  # the `_requests` functions called
 
     def request(self, operation: str, body: bytes, status: str) -> None:
@@ -74,11 +75,6 @@ class SlowPaths:
             for operation, request in self.requests
             if not _left_to_moto(request)
         ]
-
-
-def _sent(seen: SlowPaths, params: dict[str, Any], **_: Any) -> None:
-    entries = [next(iter(e.values())) for e in params.get("TransactItems", [])] or [params]
-    seen.updates.update(e["UpdateExpression"] for e in entries if "UpdateExpression" in e)
 
 
 def _request_shapes() -> dict[str, Callable[..., Any]]:
@@ -147,12 +143,9 @@ def slow(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowPath
     _moto_fast_query.observe(
         lambda table: seen.queries.append(table.name) if table.name == seen.table else None
     )
-    sent = functools.partial(_sent, seen)
-    backend.dynamodb.meta.events.register("before-parameter-build.dynamodb", sent)
     try:
         yield seen
     finally:
-        backend.dynamodb.meta.events.unregister("before-parameter-build.dynamodb", sent)
         _fast_item_requests.observe(None)
         _moto_fast_query.observe(None)
 
@@ -299,15 +292,7 @@ def test_every_request_the_store_sends_is_answered_fast(backend: Backend, slow: 
     assert slow.unexpected() == [], _summary(slow.unexpected())
     assert slow.conditions == []
     assert slow.queries == []
-    # The workload did reach what is left to moto (refused conditions, hard deletes), and
-    # the rarer forms: a fork's reference, a reservation, a hold, a renewal, a soft delete.
+    # The workload did reach what is left to moto (refused conditions, hard deletes, a
+    # lifted hold), and sent every request shape of `core.storage._requests`.
     assert slow.requests and slow.refused
-    assert {
-        "SET #refs = #refs + :one",
-        "SET #rsv = #rsv + :length, #rn = #rn + :one, #rt = :now",
-        "SET #hold = :until",
-        "SET #acc = :now",
-        "SET #del = :true",
-    } <= slow.updates, slow.updates
-    # Every request shape of `core.storage._requests` was sent.
-    assert slow.built == set(SHAPES)
+    assert slow.built == set(SHAPES), set(SHAPES) - slow.built
