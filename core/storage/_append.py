@@ -47,11 +47,12 @@ from ..protocol.append import AppendDecision, AppendIntent, Verdict, WriteState,
 from ..protocol.producer import ProducerDecision, ProducerOutcome, ProducerState
 from ..telemetry import Metric
 from . import _items as items
+from . import _requests as requests
 from ._chunks import StoredBody
 from ._group import Waiting
 from ._ranges import PUBLISH_EVERY
 from ._seal_plan import marks
-from ._settle import Claim, claim_put
+from ._settle import Claim
 from .aws import Conflict, call
 from .model import AppendOutcome, Payload, Presence, StoreUnavailable, StreamInfo
 
@@ -433,34 +434,9 @@ class Appender:
         store = self.store
         now = store.clock()
         until = now + 2 * store.settler.void_after
-        values: dict[str, Any] = {
-            ":until": items.n(until),
-            ":now": items.n(now),
-            ":inc": items.s(info.incarnation),
-            ":false": {"BOOL": False},
-        }
-        condition = (
-            "#inc = :inc AND #closed = :false AND attribute_not_exists(#del)"
-            " AND (attribute_not_exists(#hold) OR #hold < :now"
-        )
-        if mine is not None:
-            condition += " OR #hold = :mine"
-            values[":mine"] = items.n(mine)
+        hold = requests.hold_reservations(store.table, info, now, until, mine)
         try:
-            call(
-                store.dynamodb.update_item,
-                TableName=store.table,
-                Key=items.stream_key(info.path),
-                UpdateExpression="SET #hold = :until",
-                ConditionExpression=condition + ")",
-                ExpressionAttributeNames={
-                    "#hold": "hold",
-                    "#inc": "inc",
-                    "#closed": "closed",
-                    "#del": "del",
-                },
-                ExpressionAttributeValues=values,
-            )
+            call(store.dynamodb.update_item, **hold)
         except Conflict:
             return None
         return until
@@ -472,15 +448,7 @@ class Appender:
         until, attempt.held_until = attempt.held_until, None
         store = self.store
         with contextlib.suppress(Conflict):
-            call(
-                store.dynamodb.update_item,
-                TableName=store.table,
-                Key=items.stream_key(info.path),
-                UpdateExpression="REMOVE #hold",
-                ConditionExpression="#hold = :until",
-                ExpressionAttributeNames={"#hold": "hold"},
-                ExpressionAttributeValues={":until": items.n(until)},
-            )
+            call(store.dynamodb.update_item, **requests.release_hold(store.table, info, until))
 
     def _direct_lost(
         self,
@@ -540,79 +508,12 @@ class Appender:
         with the appends' chunks and the producers' new states (each conditioned on the
         state decided on)."""
         store = self.store
-        sets = [
-            "#tail = :tail",
-            "#rsv = :tail",
-            "#rn = :rn",
-            "#tn = :rn",
-            "#acc = :acc",
-        ]
-        values: dict[str, Any] = {
-            ":tail": items.n(after.tail),
-            ":rn": items.n(after.ranges),
-            ":acc": items.n(after.last_access),
-            ":inc": items.s(before.incarnation),
-            ":old_tail": items.n(before.tail),
-            ":false": {"BOOL": False},
-        }
-        names = {
-            "#tail": "tail",
-            "#rsv": "rsv",
-            "#rn": "rn",
-            "#tn": "tn",
-            "#acc": "acc",
-            "#inc": "inc",
-            "#closed": "closed",
-            "#del": "del",
-        }
-        if after.closed and not before.closed:
-            sets.append("#closed = :true")
-            values[":true"] = {"BOOL": True}
-            if after.closed_by is not None:
-                sets.append("#cb = :cb")
-                names["#cb"] = "cb"
-                values[":cb"] = items.encode_claim(after.closed_by)
-        if after.last_stream_seq != before.last_stream_seq and after.last_stream_seq is not None:
-            sets.append("#sseq = :sseq")
-            names["#sseq"] = "sseq"
-            values[":sseq"] = items.s(after.last_stream_seq)
-        # Exactly the state decided on: this tail, nothing reserved above it, these ranges.
-        # The access time only moves forward: a renewal that landed after our read must not
-        # be undone (that could expire the stream before its last read plus the TTL).
-        condition = (
-            "#inc = :inc AND #tail = :old_tail AND #closed = :false AND attribute_not_exists(#del)"
-            " AND #acc <= :acc"
-        )
-        if before.counted:
-            condition += " AND #rsv = :old_tail AND #rn = :old_rn"
-            values[":old_rn"] = items.n(before.ranges)
-        else:  # an item written before ranges were counted: counted from now on
-            condition += " AND attribute_not_exists(#rn)"
-        # Not expired (the decision may rest on a remembered, not a fresh, snapshot).
-        if before.expires_at is not None:
-            condition += " AND #exp > :now"
-            names["#exp"] = "exp"
-            values[":now"] = items.n(after.last_access)
-        dead = before.oldest_live_access(after.last_access)
-        if dead is not None:
-            condition += " AND #acc > :dead"
-            values[":dead"] = items.n(dead)
-        if holding:  # ranges may be reserved again after this commit
-            sets.append("#hold = :unheld")
-            names["#hold"] = "hold"
-            values[":unheld"] = items.n(0)
-        update = {
-            "TableName": store.table,
-            "Key": items.stream_key(before.path),
-            "UpdateExpression": "SET " + ", ".join(sets),
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
+        update = requests.direct_commit(store.table, before, after, holding)
         actions: list[dict[str, Any]] = [{"Update": update}]
         actions += ({"Put": put} for put in chunks)
-        actions += ({"Put": self._producer_put(before, *write)} for write in producers)
+        actions += (
+            {"Put": requests.producer_commit(store.table, before, *write)} for write in producers
+        )
         closing = after.closed and not before.closed
         if marks(before.tail, after.tail, closing, store.seal_mark_bytes):
             actions.append(items.seal_mark_put(store.table, before, after.tail))
@@ -620,34 +521,6 @@ class Appender:
             call(store.dynamodb.update_item, **update)
         else:
             store.write(actions)
-
-    def _producer_put(
-        self,
-        info: StreamInfo,
-        producer_id: str,
-        before: ProducerState | None,
-        after: ProducerState,
-        end: int,
-    ) -> dict[str, Any]:
-        """The producer's new state, conditioned on the state decided on."""
-        put: dict[str, Any] = {
-            "TableName": self.store.table,
-            "Item": _producer_item(info, producer_id, after, end),
-            "ExpressionAttributeNames": {"#inc": "inc"},
-        }
-        if before is None:
-            # Absent, or left over from an earlier incarnation of this path.
-            put["ConditionExpression"] = "attribute_not_exists(pk) OR #inc <> :inc"
-            put["ExpressionAttributeValues"] = {":inc": items.s(info.incarnation)}
-        else:
-            put["ConditionExpression"] = "#inc = :inc AND #ep = :ep AND #sq = :sq"
-            put["ExpressionAttributeNames"].update({"#ep": "ep", "#sq": "sq"})
-            put["ExpressionAttributeValues"] = {
-                ":inc": items.s(info.incarnation),
-                ":ep": items.n(before.epoch),
-                ":sq": items.n(before.last_seq),
-            }
-        return put
 
     # ---------------------------------------------------------------- reserved
 
@@ -714,56 +587,8 @@ class Appender:
         """Add `length` to the reserved end and one to the range count; the stream as it is
         just after (its reserved end is this range's end, its count this range's number)."""
         store = self.store
-        # When the last range was reserved, for readers judging how old pending ranges are.
-        # Not a condition: writers would race for it. A request retried seconds late may set
-        # it back; readers may then void a fresh range early, whose writer reserves anew.
-        now = store.clock()
-        sets = ["#rsv = #rsv + :length", "#rn = #rn + :one", "#rt = :now"]
-        names = {
-            "#rsv": "rsv",
-            "#rn": "rn",
-            "#rt": "rt",
-            "#inc": "inc",
-            "#closed": "closed",
-            "#del": "del",
-        }
-        values: dict[str, Any] = {
-            ":length": items.n(length),
-            ":one": items.n(1),
-            ":now": items.n(now),
-            ":inc": items.s(info.incarnation),
-            ":false": {"BOOL": False},
-        }
-        condition = (
-            "#inc = :inc AND #closed = :false AND attribute_not_exists(#del)"
-            " AND attribute_exists(#rsv) AND (attribute_not_exists(#hold) OR #hold < :now)"
-        )
-        names["#hold"] = "hold"
-        if info.expires_at is not None:
-            condition += " AND #exp > :now"
-            names["#exp"] = "exp"
-        if info.ttl_seconds is not None:
-            # A sliding TTL: the append renews it (the access time never moves back).
-            access = max(now, info.last_access)
-            sets.append("#acc = :acc")
-            names["#acc"] = "acc"
-            values[":acc"] = items.n(access)
-            condition += " AND #acc <= :acc"
-            dead = info.oldest_live_access(access)
-            if dead is not None:
-                condition += " AND #acc > :dead"
-                values[":dead"] = items.n(dead)
-        response = call(
-            store.dynamodb.update_item,
-            TableName=store.table,
-            Key=items.stream_key(info.path),
-            UpdateExpression="SET " + ", ".join(sets),
-            ConditionExpression=condition,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-            ReturnValues="ALL_NEW",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
+        request = requests.reserve_range(store.table, info, length, store.clock())
+        response = call(store.dynamodb.update_item, **request)
         return items.decode_stream(info.path, response["Attributes"])
 
     def _reservation_refused(self, path: str, conflict: Conflict, attempt: _Attempt) -> _Retry:
@@ -798,7 +623,7 @@ class Appender:
         end = start + len(payload)
         actions: list[dict[str, Any]] = [
             {"Put": store.chunks.chunk_put(inc, start, payload, body, number=number)},
-            _claim(store.table, inc, number, store.clock()),
+            requests.fill_claim(store.table, inc, number, store.clock()),
         ]
         if intent.producer is not None:
             actions.append({"Put": self._producer_expected(reserved, intent, start, end)})
@@ -809,39 +634,11 @@ class Appender:
     def _producer_expected(
         self, info: StreamInfo, intent: AppendIntent, start: int, end: int
     ) -> dict[str, Any]:
-        """The producer's new state, conditioned on what accepting this request requires:
-        its predecessor (seq - 1 of this epoch; for seq 0, an older epoch or none) stored,
-        and at or below this range, so its data keeps the order of its seqs."""
+        """The producer's new state, conditioned on what accepting this request requires
+        (`_requests.producer_fill`)."""
         claim = intent.producer
         assert claim is not None
-        after = ProducerState(claim.epoch, claim.seq)
-        names = {"#inc": "inc", "#ep": "ep", "#pe": "pe"}
-        values: dict[str, Any] = {
-            ":inc": items.s(info.incarnation),
-            ":ep": items.n(claim.epoch),
-            ":start": items.n(start),
-        }
-        ordered = "(attribute_not_exists(#pe) OR #pe <= :start)"
-        if claim.seq == 0:
-            # An older incarnation's state is as good as none; a newer one's (the stream was
-            # re-created while this fill was on its way) refuses it. Incarnation ids begin
-            # with their creation time, so they sort in the order they were made.
-            condition = (
-                "attribute_not_exists(pk) OR #inc < :inc"
-                f" OR (#inc = :inc AND #ep < :ep AND {ordered})"
-            )
-        else:
-            names["#sq"] = "sq"
-            values[":prev"] = items.n(claim.seq - 1)
-            condition = f"#inc = :inc AND #ep = :ep AND #sq = :prev AND {ordered}"
-        return {
-            "TableName": self.store.table,
-            "Item": _producer_item(info, claim.producer_id, after, end),
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
+        return requests.producer_fill(self.store.table, info, claim, start, end)
 
     def _fill_refused(
         self,
@@ -931,19 +728,3 @@ def _write_state(info: StreamInfo, producer: ProducerState | None) -> WriteState
 def _claimed_state(intent: AppendIntent) -> ProducerState | None:
     claim = intent.producer
     return None if claim is None else ProducerState(claim.epoch, claim.seq)
-
-
-def _producer_item(
-    info: StreamInfo, producer_id: str, state: ProducerState, end: int
-) -> dict[str, Any]:
-    return {
-        **items.producer_key(info.path, producer_id),
-        "inc": items.s(info.incarnation),
-        "ep": items.n(state.epoch),
-        "sq": items.n(state.last_seq),
-        "pe": items.n(end),  # where its last accepted data ends
-    }
-
-
-def _claim(table: str, incarnation: str, number: int, now: float) -> dict[str, Any]:
-    return claim_put(table, incarnation, number, now, void=False)

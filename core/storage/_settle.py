@@ -19,7 +19,7 @@ from dataclasses import replace
 from enum import Enum
 from typing import Any
 
-from . import _items as items
+from . import _requests as requests
 from ._ranges import DEFAULT_VOID_AFTER_SECONDS, Gap, Placed, resolve, void_due
 from .aws import Conflict, call, each_item, request_token
 from .model import StoreUnavailable, StreamInfo
@@ -39,48 +39,6 @@ class Claim(Enum):
     FILLED = "filled"
     VOID = "void"
     UNKNOWN = "unknown"
-
-
-def claim_put(table: str, incarnation: str, number: int, now: float, void: bool) -> dict[str, Any]:
-    """The claim of range `number`: a fill's (which fails if the range was voided) or a
-    void's (which also succeeds if it was voided already)."""
-    put: dict[str, Any] = {
-        "TableName": table,
-        "Item": {
-            **items.range_claim_key(incarnation, number),
-            "at": items.n(now),
-            "v": {"BOOL": void},
-        },
-    }
-    if void:
-        put["ConditionExpression"] = "attribute_not_exists(pk) OR #v = :true"
-        put["ExpressionAttributeNames"] = {"#v": "v"}
-        put["ExpressionAttributeValues"] = {":true": {"BOOL": True}}
-    else:
-        put["ConditionExpression"] = "attribute_not_exists(pk)"
-    return {"Put": put}
-
-
-def void_chunk_put(
-    table: str, incarnation: str, start: int, end: int, numbers: tuple[int, int]
-) -> dict[str, Any]:
-    """The void chunk over [start, end): it stands for ranges (numbered from the first to
-    the last of `numbers`) that hold nothing, ever."""
-    return {
-        "Put": {
-            "TableName": table,
-            "Item": {
-                **items.chunk_key(incarnation, end),
-                "st": items.n(start),
-                "n": items.n(numbers[1]),
-                "n0": items.n(numbers[0]),
-                "v": {"BOOL": True},
-            },
-            "ConditionExpression": "attribute_not_exists(pk) OR (#v = :true AND #st = :st)",
-            "ExpressionAttributeNames": {"#v": "v", "#st": "st"},
-            "ExpressionAttributeValues": {":true": {"BOOL": True}, ":st": items.n(start)},
-        }
-    }
 
 
 class Settler:
@@ -127,17 +85,7 @@ class Settler:
 
     def _placed(self, info: StreamInfo) -> list[Placed]:
         """The items ending above the published tail, up to the reserved end."""
-        request = {
-            "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :last",
-            "ExpressionAttributeValues": {
-                ":pk": items.s(items.chunk_partition(info.incarnation)),
-                ":first": items.s(items.chunk_sort_key(info.published_tail + 1)),
-                ":last": items.s(items.chunk_sort_key(info.reserved_end)),
-            },
-            "ProjectionExpression": "sk, st, n, n0, v",
-            "ConsistentRead": True,
-        }
+        request = requests.placed_above_tail(self.table, info)
         return [
             Placed(
                 start=int(item["st"]["N"]),
@@ -175,36 +123,20 @@ class Settler:
                 )
                 self._write(
                     [
-                        *(claim_put(self.table, info.incarnation, k, now, True) for k in batch),
-                        self._still_pending(info, gap),
+                        *(requests.void_claim(self.table, info.incarnation, k, now) for k in batch),
+                        requests.still_pending(self.table, info, gap.start),
                     ]
                 )
             self._write(
                 [
-                    *(claim_put(self.table, info.incarnation, k, now, True) for k in numbers),
-                    void_chunk_put(self.table, info.incarnation, gap.start, gap.end, span),
-                    self._still_pending(info, gap),
+                    *(requests.void_claim(self.table, info.incarnation, k, now) for k in numbers),
+                    requests.void_chunk(self.table, info.incarnation, gap.start, gap.end, span),
+                    requests.still_pending(self.table, info, gap.start),
                 ]
             )
         except Conflict:
             return False
         return True
-
-    def _still_pending(self, info: StreamInfo, gap: Gap) -> dict[str, Any]:
-        """The gap is still above the published tail. Claims of published ranges may be gone
-        (`Sealer` forgets old ones): a void judged on a stale look must fail, not mark them."""
-        return {
-            "ConditionCheck": {
-                "TableName": self.table,
-                "Key": items.stream_key(info.path),
-                "ConditionExpression": "#inc = :inc AND #tail <= :start",
-                "ExpressionAttributeNames": {"#inc": "inc", "#tail": "tail"},
-                "ExpressionAttributeValues": {
-                    ":inc": items.s(info.incarnation),
-                    ":start": items.n(gap.start),
-                },
-            }
-        }
 
     def void_own(self, info: StreamInfo, start: int, end: int, number: int) -> Claim:
         """Give up a range this writer reserved and will not fill (its append was refused
@@ -212,13 +144,10 @@ class Settler:
         waiting. What the range's claim says afterwards: VOID (by this call, or by a reader
         that gave up on it), or FILLED (a fill whose answer was lost did land). Best effort:
         UNKNOWN when the store could not be asked; readers void the range in time."""
-        claim = claim_put(self.table, info.incarnation, number, self.clock(), True)
-        claim["Put"]["ConditionExpression"] = "attribute_not_exists(pk)"  # only if unclaimed
-        del claim["Put"]["ExpressionAttributeNames"], claim["Put"]["ExpressionAttributeValues"]
+        claim = requests.own_void_claim(self.table, info.incarnation, number, self.clock())
+        void = requests.void_chunk(self.table, info.incarnation, start, end, (number, number))
         try:
-            self._write(
-                [claim, void_chunk_put(self.table, info.incarnation, start, end, (number, number))]
-            )
+            self._write([claim, void])
         except Conflict:
             return self.claim_of(info, number)
         except StoreUnavailable:
@@ -227,12 +156,8 @@ class Settler:
 
     def claim_of(self, info: StreamInfo, number: int) -> Claim:
         try:
-            response = call(
-                self.dynamodb.get_item,
-                TableName=self.table,
-                Key=items.range_claim_key(info.incarnation, number),
-                ConsistentRead=True,
-            )
+            request = requests.get_range_claim(self.table, info.incarnation, number)
+            response = call(self.dynamodb.get_item, **request)
         except StoreUnavailable:
             return Claim.UNKNOWN
         item = response.get("Item")
@@ -243,19 +168,8 @@ class Settler:
     def publish(self, info: StreamInfo, readable: int, number: int) -> bool:
         """Move the stored tail forward to `readable` (never back)."""
         try:
-            call(
-                self.dynamodb.update_item,
-                TableName=self.table,
-                Key=items.stream_key(info.path),
-                UpdateExpression="SET #tail = :tail, #tn = :tn",
-                ConditionExpression="#inc = :inc AND #tail < :tail",
-                ExpressionAttributeNames={"#tail": "tail", "#tn": "tn", "#inc": "inc"},
-                ExpressionAttributeValues={
-                    ":tail": items.n(readable),
-                    ":tn": items.n(number),
-                    ":inc": items.s(info.incarnation),
-                },
-            )
+            update = requests.publish_tail(self.table, info, readable, number)
+            call(self.dynamodb.update_item, **update)
         except Conflict:
             return False
         return True

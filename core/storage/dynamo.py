@@ -34,13 +34,13 @@ from dataclasses import replace
 from typing import Any
 
 from ..protocol.append import AppendIntent
-from ..protocol.fork import inherit_expiry
-from ..protocol.headers import DEFAULT_CONTENT_TYPE, is_json, media_type
 from ..protocol.ttl import renewal_due, renewal_window
 from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import _items as items
+from . import _requests as requests
 from ._append import Appender
 from ._chunks import DEFAULT_INLINE_MAX_BYTES, ChunkStore, StoredBody
+from ._fork import new_stream_settings, resolve_fork
 from ._group import GroupCommits
 from ._ranges import DEFAULT_VOID_AFTER_SECONDS, PUBLISH_EVERY, QUIET_SECONDS
 from ._recent import RecentWrites
@@ -52,7 +52,6 @@ from .model import (
     CreateOutcome,
     CreateSpec,
     CreateStatus,
-    ForkRequest,
     InvalidCursor,
     Payload,
     Presence,
@@ -138,20 +137,12 @@ class DynamoStore:
         """The live streams whose paths start with `prefix`, one scan page at a time (a scan
         page reads at most `page_items` items of any kind, so a page may hold no stream yet
         still have a cursor). InvalidCursor for a cursor this store did not mint."""
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "Limit": page_items,
-            "FilterExpression": "begins_with(pk, :prefix) AND sk = :meta",
-            "ExpressionAttributeValues": {
-                ":prefix": items.s(items.STREAM_PREFIX + prefix),
-                ":meta": items.s(items.META),
-            },
-        }
+        start = None
         if cursor is not None:
             start = items.decode_page_cursor(cursor)
             if start is None:
                 raise InvalidCursor(cursor)
-            request["ExclusiveStartKey"] = start
+        request = requests.list_page(self.table, prefix, page_items, start)
         response = call(self.dynamodb.scan, **request)
         paths = []
         for item in response.get("Items", []):
@@ -168,12 +159,7 @@ class DynamoStore:
         return self._get_raw(path)
 
     def _get_raw(self, path: str) -> StreamInfo | None:
-        response = call(
-            self.dynamodb.get_item,
-            TableName=self.table,
-            Key=items.stream_key(path),
-            ConsistentRead=True,
-        )
+        response = call(self.dynamodb.get_item, **requests.get_stream(self.table, path))
         item = response.get("Item")
         return items.decode_stream(path, item) if item else None
 
@@ -184,9 +170,8 @@ class DynamoStore:
         read was throttled (unprocessed keys, which botocore does not retry for us)."""
         if producer_id is None:
             return self._get_raw(path), None
-        keys = [items.stream_key(path), items.producer_key(path, producer_id)]
-        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
-        response = call(self.dynamodb.batch_get_item, RequestItems=request)
+        request = requests.get_stream_and_producers(self.table, path, [producer_id])
+        response = call(self.dynamodb.batch_get_item, **request)
         if response.get("UnprocessedKeys"):
             return None
         found = {
@@ -201,9 +186,8 @@ class DynamoStore:
     ) -> tuple[StreamInfo | None, dict[str, dict[str, Any]]] | None:
         """The stream item and these producers' items, in one consistent read (a group
         commit's); None when the read was throttled."""
-        keys = [items.stream_key(path), *(items.producer_key(path, p) for p in producer_ids)]
-        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
-        response = call(self.dynamodb.batch_get_item, RequestItems=request)
+        request = requests.get_stream_and_producers(self.table, path, producer_ids)
+        response = call(self.dynamodb.batch_get_item, **request)
         if response.get("UnprocessedKeys"):
             return None
         found = {
@@ -231,7 +215,7 @@ class DynamoStore:
             source: StreamInfo | None = None
             position = 0
             if spec.fork is not None:
-                resolved = self._resolve_fork(spec, spec.fork)
+                resolved = resolve_fork(self, spec, spec.fork)
                 if isinstance(resolved, CreateOutcome):
                     if existing is None:
                         return resolved
@@ -259,57 +243,6 @@ class DynamoStore:
             return CreateStatus.CONFLICT
         return CreateStatus.EXISTS
 
-    def _resolve_fork(
-        self, spec: CreateSpec, fork: ForkRequest
-    ) -> CreateOutcome | tuple[StreamInfo, int]:
-        """The live source and the position a fork of it diverges at, or why there is none."""
-        source = self.get(fork.source_path)
-        if source is None:
-            return CreateOutcome(CreateStatus.SOURCE_NOT_FOUND)
-        if source.soft_deleted:
-            return CreateOutcome(CreateStatus.SOURCE_GONE, source)
-        if spec.content_type is not None and media_type(spec.content_type) != media_type(
-            source.content_type
-        ):
-            return CreateOutcome(CreateStatus.CONTENT_TYPE_MISMATCH, source)
-        anchor = source.tail if fork.anchor is None else fork.anchor
-        if anchor > source.tail:
-            return CreateOutcome(CreateStatus.OFFSET_BEYOND_TAIL, source)
-        if is_json(source.content_type) and not self._at_message_boundary(source, anchor):
-            # A fork cut inside a message would hold half of it: no read could return it.
-            return CreateOutcome(CreateStatus.OFFSET_NOT_A_BOUNDARY, source)
-        position = self._advance(source, anchor, fork.sub_offset)
-        if position is None:
-            return CreateOutcome(CreateStatus.SUB_OFFSET_OVERSHOOT, source)
-        return source, position
-
-    def _at_message_boundary(self, source: StreamInfo, position: int) -> bool:
-        """Whether a message of this JSON stream starts (or its tail is) at `position`."""
-        if position in {0, source.tail}:
-            return True
-        batch = self.read(source, position, 1)  # the first whole message from there
-        if batch.start > position:
-            return True  # a void range begins here: the end of a range, so of a message
-        first = batch.messages[0] if batch.messages else None
-        return first is not None and batch.end - len(first) == position
-
-    def _advance(self, source: StreamInfo, anchor: int, units: int) -> int | None:
-        """The position `units` past `anchor`: messages for JSON, bytes otherwise."""
-        if units == 0:
-            return anchor
-        if not is_json(source.content_type):
-            return anchor + units if anchor + units <= source.tail else None
-        position, remaining = anchor, units
-        while remaining > 0 and position < source.tail:
-            batch = self.read(source, position, 1 << 20)
-            position = max(position, batch.start)  # past a void range, which holds none
-            for message in (batch.messages or ())[:remaining]:
-                position += len(message)
-                remaining -= 1
-            if batch.end == position and not batch.messages:
-                break
-        return position if remaining == 0 else None
-
     def _new_stream(
         self,
         path: str,
@@ -319,13 +252,7 @@ class DynamoStore:
         position: int,
         incarnation: str,
     ) -> StreamInfo:
-        content_type = spec.content_type or DEFAULT_CONTENT_TYPE
-        ttl, expires_at = spec.ttl_seconds, spec.expires_at
-        if source is not None:
-            content_type = source.content_type
-            ttl, expires_at = inherit_expiry(
-                source.ttl_seconds, source.expires_at, spec.ttl_seconds, spec.expires_at
-            )
+        content_type, ttl, expires_at = new_stream_settings(spec, source)
         return StreamInfo(
             path=path,
             incarnation=incarnation,
@@ -355,57 +282,19 @@ class DynamoStore:
         body: StoredBody | None,
         source: StreamInfo | None,
     ) -> None:
-        put: dict[str, Any] = {
-            "TableName": self.table,
-            "Item": items.encode_stream(info),
-            "ConditionExpression": "attribute_not_exists(pk)",
-        }
-        actions: list[dict[str, Any]] = [{"Put": put}]
+        actions = [requests.create_stream(self.table, info)]
         if body is not None:
             start = info.fork_position
             put = self.chunks.chunk_put(info.incarnation, start, payload, body, number=info.ranges)
             actions.append({"Put": put})
         if source is not None:
-            actions.append({"Update": self._reference(source, info.fork_position)})
+            position, now = info.fork_position, self.clock()
+            actions.append(requests.reference_source(self.table, source, position, now))
         if body is not None and marks(
             info.fork_position, info.tail, info.closed, self.seal_mark_bytes
         ):
             actions.append(items.seal_mark_put(self.table, info, info.tail))
         self.write(actions)
-
-    def _reference(self, source: StreamInfo, position: int) -> dict[str, Any]:
-        """Count one more fork on a source that is still live, as we read it."""
-        now = self.clock()
-        values: dict[str, Any] = {
-            ":inc": items.s(source.incarnation),
-            ":one": items.n(1),
-            ":position": items.n(position),
-            ":now": items.n(now),
-        }
-        # At or below the readable tail, which the published tail may not have reached yet.
-        condition = (
-            "#inc = :inc AND attribute_not_exists(#del)"
-            " AND (#tail >= :position OR #rsv >= :position)"
-        )
-        if source.expires_at is not None:
-            condition += " AND #exp > :now"
-        dead = source.oldest_live_access(now)
-        if dead is not None:
-            condition += " AND #acc > :dead"
-            values[":dead"] = items.n(dead)
-        names = {"#inc": "inc", "#del": "del", "#tail": "tail", "#rsv": "rsv", "#refs": "refs"}
-        if source.expires_at is not None:
-            names["#exp"] = "exp"
-        if source.ttl_seconds is not None:
-            names["#acc"] = "acc"
-        return {
-            "TableName": self.table,
-            "Key": items.stream_key(source.path),
-            "UpdateExpression": "SET #refs = #refs + :one",
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-        }
 
     # ---------------------------------------------------------------- append
 
@@ -433,21 +322,7 @@ class DynamoStore:
             return
         # A failed condition means someone else renewed it, or it expired: nothing to do.
         with contextlib.suppress(Conflict):
-            self._update_single(
-                {
-                    "TableName": self.table,
-                    "Key": items.stream_key(info.path),
-                    "UpdateExpression": "SET #acc = :now",
-                    # Never resurrect an expired stream; never move the access time back.
-                    "ConditionExpression": "#inc = :inc AND #acc > :dead AND #acc < :now",
-                    "ExpressionAttributeNames": {"#acc": "acc", "#inc": "inc"},
-                    "ExpressionAttributeValues": {
-                        ":now": items.n(now),
-                        ":dead": items.n(dead),
-                        ":inc": items.s(info.incarnation),
-                    },
-                }
-            )
+            call(self.dynamodb.update_item, **requests.renew_access(self.table, info, now, dead))
 
     # ---------------------------------------------------------------- delete and lifecycle
 
@@ -496,43 +371,12 @@ class DynamoStore:
             self._hard_delete(info)
 
     def _soft_delete(self, info: StreamInfo) -> None:
-        self._update_single(
-            {
-                "TableName": self.table,
-                "Key": items.stream_key(info.path),
-                "UpdateExpression": "SET #del = :true",
-                "ConditionExpression": (
-                    "#inc = :inc AND #refs > :zero AND attribute_not_exists(#del)"
-                ),
-                "ExpressionAttributeNames": {"#del": "del", "#inc": "inc", "#refs": "refs"},
-                "ExpressionAttributeValues": {
-                    ":true": {"BOOL": True},
-                    ":inc": items.s(info.incarnation),
-                    ":zero": items.n(0),
-                },
-            }
-        )
+        call(self.dynamodb.update_item, **requests.soft_delete(self.table, info))
 
     def _hard_delete(self, info: StreamInfo) -> None:
         """Remove an unreferenced stream, retire its data and release its source; then, if
         that source was soft-deleted and this was its last fork, remove it too (cascade)."""
-        self.write(
-            [
-                {
-                    "Delete": {
-                        "TableName": self.table,
-                        "Key": items.stream_key(info.path),
-                        "ConditionExpression": "#inc = :inc AND #refs = :zero",
-                        "ExpressionAttributeNames": {"#inc": "inc", "#refs": "refs"},
-                        "ExpressionAttributeValues": {
-                            ":inc": items.s(info.incarnation),
-                            ":zero": items.n(0),
-                        },
-                    }
-                },
-                *self._retire_actions(info),
-            ]
-        )
+        self.write([requests.delete_stream(self.table, info), *self._retire_actions(info)])
         self._cascade(info)
 
     def _cascade(self, released: StreamInfo) -> None:
@@ -552,35 +396,10 @@ class DynamoStore:
 
     def _retire_actions(self, info: StreamInfo) -> list[dict[str, Any]]:
         """Mark the incarnation's data for the collector and release the fork's source."""
-        actions: list[dict[str, Any]] = [
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": {
-                        **items.retire_key(info.incarnation),
-                        "path": items.s(info.path),
-                        "at": items.n(self.clock()),
-                    },
-                }
-            }
-        ]
+        actions = [requests.retire_incarnation(self.table, info, self.clock())]
         if info.forked_from is not None and info.source_incarnation is not None:
-            actions.append(
-                {
-                    "Update": {
-                        "TableName": self.table,
-                        "Key": items.stream_key(info.forked_from),
-                        "UpdateExpression": "SET #refs = #refs - :one",
-                        "ConditionExpression": "#inc = :inc AND #refs > :zero",
-                        "ExpressionAttributeNames": {"#refs": "refs", "#inc": "inc"},
-                        "ExpressionAttributeValues": {
-                            ":one": items.n(1),
-                            ":zero": items.n(0),
-                            ":inc": items.s(info.source_incarnation),
-                        },
-                    }
-                }
-            )
+            source, incarnation = info.forked_from, info.source_incarnation
+            actions.append(requests.release_source(self.table, source, incarnation))
         return actions
 
     # ---------------------------------------------------------------- plumbing
@@ -610,9 +429,6 @@ class DynamoStore:
             TransactItems=actions,
             ClientRequestToken=request_token(),
         )
-
-    def _update_single(self, update: dict[str, Any]) -> None:
-        call(self.dynamodb.update_item, **update)
 
 
 def _new_incarnation(now: float) -> str:

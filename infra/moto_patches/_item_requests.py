@@ -60,8 +60,12 @@ _SET_KEYWORD = re.compile(r"[ \n]*SET[ \n]+", re.IGNORECASE)
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 Handler = Callable[[DynamoDBBackend, dict[str, Any]], bytes | None]
+# Told of each request of an operation handled here that was left to moto: the operation, the
+# request body, and the status line moto answered with.
+Observer = Callable[[str, bytes, str], None]
 
 _enabled = False
+_observer: Observer | None = None
 
 
 def install() -> None:
@@ -72,6 +76,14 @@ def install() -> None:
 def uninstall() -> None:
     global _enabled
     _enabled = False
+
+
+def observe(observer: Observer | None) -> None:
+    """Tell `observer` of every request of the operations handled here that moto answered
+    (None: no one). A success among them is a request of a form this layer does not know:
+    `tests/integration/test_store_fast_paths.py` finds the store's with it."""
+    global _observer
+    _observer = observer
 
 
 class FastItemRequests:
@@ -90,7 +102,7 @@ class FastItemRequests:
         environ["wsgi.input"] = io.BytesIO(body)  # moto reads it again if it answers
         answer = _answer(handler, environ, body)
         if answer is None:
-            return self.app(environ, start_response)
+            return self._to_moto(environ, start_response, target, body)
         start_response(
             "200 OK",
             [
@@ -101,6 +113,20 @@ class FastItemRequests:
             ],
         )
         return [answer]
+
+    def _to_moto(
+        self, environ: dict[str, Any], start_response: Callable[..., Any], target: str, body: bytes
+    ) -> Any:
+        observer = _observer
+        if observer is None:
+            return self.app(environ, start_response)
+        operation = target.removeprefix(_TARGET_PREFIX)
+
+        def noted(status: str, *rest: Any) -> Any:
+            observer(operation, body, status)
+            return start_response(status, *rest)
+
+        return self.app(environ, noted)
 
 
 def _answer(handler: Handler, environ: dict[str, Any], body: bytes) -> bytes | None:
