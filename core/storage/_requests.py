@@ -7,7 +7,7 @@ call) or one transaction action: no client, no clock, no I/O, so the exact expre
 unit-tested (`tests/unit/test_storage_requests.py`).
 
 These forms are also a contract with the embedded emulator's fast path
-(`infra._fast_item_requests`, `infra._fast_conditions`, `infra._moto_fast_query`), which
+(`infra.moto_patches`: `_item_requests`, `_condition_builder`, `_query`), which
 answers only: transactions of Put, Update and ConditionCheck; updates of the form
 `SET #a = :v, #b = #b + :v`; conditions comparing attributes with values, `attribute_exists`
 and `attribute_not_exists`, joined by AND, OR, NOT and parentheses; every placeholder

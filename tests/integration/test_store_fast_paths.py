@@ -1,6 +1,6 @@
 """Every request the store sends is one the emulator's fast paths answer.
 
-The fast paths (`infra._fast_item_requests`, `infra._fast_conditions`, `infra._moto_fast_query`)
+The fast paths (`infra.moto_patches._item_requests`, `._condition_builder`, `._query`)
 answer only the forms the store sends; anything else still works, through moto's slow path,
 so a changed expression would silently make every local run and test slower. This runs the
 store's flows (create, the append paths, close, fork, read, renewal, delete, expiry, sealing
@@ -42,7 +42,9 @@ from durable_streams_aws.core.storage import (
 from durable_streams_aws.core.storage import _requests as requests
 from durable_streams_aws.core.storage._seal_plan import SealPolicy
 from durable_streams_aws.core.storage._settle import Claim
-from durable_streams_aws.infra import _fast_conditions, _fast_item_requests, _moto_fast_query
+from durable_streams_aws.infra.moto_patches import _condition_builder as _fast_conditions
+from durable_streams_aws.infra.moto_patches import _item_requests as _fast_item_requests
+from durable_streams_aws.infra.moto_patches import _query as _moto_fast_query
 
 TEXT = "text/plain"
 JSON = "application/json"
