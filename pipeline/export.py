@@ -90,8 +90,8 @@ def _refuse_recreated(starting: dict[str, str], options: dict[str, str]) -> None
     """A stream now shorter than what was exported of it was deleted and re-created: its new
     offsets would repeat the old ones in the dataset, so the export stops (whatever
     failOnDataLoss says) and names it."""
+    from durable_streams_aws.pipeline._partitions import resolve
     from durable_streams_aws.pipeline._plan import DataLoss, ReadOptions, position
-    from durable_streams_aws.pipeline.source import resolve
 
     _, states, _ = resolve(ReadOptions.parse({k.lower(): v for k, v in options.items()}))
     for stream, offset in sorted(starting.items()):

@@ -17,7 +17,6 @@ offset range of about `bytesPerPartition` bytes when reading the store directly.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -29,32 +28,12 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from durable_streams_aws.client import StreamGone, StreamNotFound
 from durable_streams_aws.core.protocol.headers import is_json
 
 from ._access import access
-from ._json_values import SUPPORTED, parser, unsupported
-from ._plan import (
-    DataLoss,
-    OptionError,
-    Origin,
-    ReadOptions,
-    StreamSlice,
-    StreamState,
-    plan_slices,
-)
-from ._rows import VALUE_FIELD, is_textual, rows, schema_ddl
-
-
-@dataclass
-class SlicePartition(InputPartition):
-    """Everything a partition's read needs travels with it (it runs in another process)."""
-
-    origin: Origin
-    slice: StreamSlice
-    as_text: bool
-    value_type: StructType | None  # parse JSON messages into this (`jsonSchema`)
-    fail_on_data_loss: bool = True
+from ._partitions import SlicePartition, read_slice, resolve, value_types
+from ._plan import OptionError, ReadOptions, plan_slices
+from ._rows import is_textual, schema_ddl
 
 
 class DurableStreamsDataSource(DataSource):
@@ -122,42 +101,6 @@ class BatchReader(DataSourceReader):
         if not isinstance(partition, SlicePartition):
             return iter(())  # nothing to read: Spark reads one empty default partition
         return read_slice(partition)
-
-
-def resolve(options: ReadOptions) -> tuple[ReadOptions, dict[str, StreamState | None], list[str]]:
-    """The options with the streams under the prefix added, what each stream is now (None:
-    not there), and the streams that were only listed."""
-    origin = access(options.origin)
-    listed = origin.list(options.prefix) if options.prefix is not None else []
-    only_listed = [stream for stream in listed if stream not in options.streams]
-    options = options.with_listed(listed)
-    states = {stream: origin.state(stream) for stream in options.streams}
-    return options, states, only_listed
-
-
-def value_types(schema: StructType) -> tuple[bool, StructType | None]:
-    """Whether messages are read as text, and the type of parsed messages (if asked for)."""
-    as_text = schema["message"].dataType.typeName() == "string"
-    if VALUE_FIELD not in schema.fieldNames():
-        return as_text, None
-    value_type = schema[VALUE_FIELD].dataType
-    assert isinstance(value_type, StructType)
-    bad = unsupported(value_type)
-    if bad:
-        raise OptionError(f"jsonSchema cannot parse into {', '.join(bad)}; it takes {SUPPORTED}")
-    return as_text, value_type
-
-
-def read_slice(partition: SlicePartition) -> Iterator[tuple]:
-    """The rows of one stream's range (on an executor)."""
-    piece = partition.slice
-    parse = parser(partition.value_type) if partition.value_type is not None else None
-    try:
-        for batch in access(partition.origin).read(piece):
-            yield from rows(piece.stream, piece.content_type, batch, partition.as_text, parse)
-    except (StreamNotFound, StreamGone) as exc:
-        if partition.fail_on_data_loss:
-            raise DataLoss(f"{exc}; set failOnDataLoss=false to read on without it") from exc
 
 
 def _check_sink_schema(schema: StructType, overwrite: bool) -> None:

@@ -29,6 +29,7 @@ from durable_streams_aws.client import StreamGone, StreamNotFound
 
 from ._access import access
 from ._admission import Budget, admitted_end, canonical
+from ._partitions import SlicePartition, read_slice, resolve, value_types
 from ._plan import (
     FIRST,
     OptionError,
@@ -39,7 +40,6 @@ from ._plan import (
     positive_option,
 )
 from ._rows import rows
-from .source import SlicePartition, read_slice, resolve, value_types
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
