@@ -18,6 +18,7 @@ from botocore.exceptions import ClientError
 from ..protocol.headers import is_json
 from . import _items as items
 from . import _segments as layout
+from ._chunk_layout import Chunk, ObjectGone, data_prefix, decode_chunk, incarnation_of
 from ._segment_cache import SegmentCache
 from .aws import call, each_item, error_code, pages
 from .model import Payload, ReadBatch, Segment, StoreUnavailable, StreamInfo
@@ -27,38 +28,8 @@ DEFAULT_INLINE_MAX_BYTES = 64 * 1024
 # Packed message lengths above this size go to S3 beside the chunk's bytes.
 _INLINE_INDEX_MAX_BYTES = 64 * 1024
 _QUERY_PAGE_ITEMS = 500
-DATA_ROOT = "data/"
 # Reads started again when an object vanished under them (see ObjectGone).
 _GONE_RETRIES = 4
-
-
-@dataclass(frozen=True)
-class Chunk:
-    start: int
-    end: int
-    inline: bytes | None
-    s3_key: str | None
-    lengths: tuple[int, ...] | None
-    lengths_key: str | None
-    # Set for a sealed segment: its object's page directory.
-    pages: tuple[layout.Page, ...] | None = None
-    # A void chunk: a reserved range that holds no data, ever (`core.storage._ranges`).
-    void: bool = False
-    number: int = 0  # its range number (0: written before ranges were numbered)
-
-    @property
-    def sealed(self) -> bool:
-        return self.pages is not None
-
-
-class ObjectGone(Exception):
-    """An object a chunk or segment item named was removed after the item was read: the run
-    it held was sealed into a segment (or merged into a larger one) and the collector took
-    the old object. Reading again finds the items that replaced it."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
 
 
 @dataclass(frozen=True)
@@ -598,29 +569,3 @@ def _fitting(
 def _range(begin: int, end: int) -> str:
     """An HTTP Range header for object bytes [begin, end)."""
     return f"bytes={begin}-{end - 1}"
-
-
-def incarnation_of(key: str) -> str:
-    """The incarnation whose prefix an object lies under."""
-    return key[len(DATA_ROOT) :].split("/", 1)[0]
-
-
-def data_prefix(incarnation: str) -> str:
-    """Where the S3 objects of one incarnation live; the collector removes them together."""
-    return f"{DATA_ROOT}{incarnation}/"
-
-
-def decode_chunk(item: dict[str, Any]) -> Chunk:
-    end = int(item["sk"]["S"][2:])
-    packed = item.get("ml", {}).get("B")
-    return Chunk(
-        start=int(item["st"]["N"]),
-        end=end,
-        inline=bytes(item["b"]["B"]) if "b" in item else None,
-        s3_key=item["k"]["S"] if "k" in item else None,
-        lengths=items.unpack_lengths(bytes(packed)) if packed is not None else None,
-        lengths_key=item["mk"]["S"] if "mk" in item else None,
-        pages=layout.pages(bytes(item["pg"]["B"]), end) if "pg" in item else None,
-        void=bool(item.get("v", {}).get("BOOL", False)),
-        number=int(item["n"]["N"]) if "n" in item else 0,
-    )

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._chunks import Chunk
+    from ._chunk_layout import Chunk
 
 _MAX_INCARNATIONS = 4096
 

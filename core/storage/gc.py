@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from . import _items as items
-from ._chunks import DATA_ROOT, data_prefix
+from ._chunk_layout import DATA_ROOT, data_prefix, incarnation_of
 from .aws import Conflict, call, each_item
 from .dynamo import DynamoStore
 
@@ -145,7 +145,7 @@ class Collector:
         cutoff = self.clock() - self.orphan_grace_seconds
         by_incarnation: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for obj in self._objects(DATA_ROOT):
-            incarnation = obj["Key"][len(DATA_ROOT) :].split("/", 1)[0]
+            incarnation = incarnation_of(obj["Key"])
             by_incarnation[incarnation].append(obj)
         for incarnation, objects in by_incarnation.items():
             old = [o for o in objects if o["LastModified"].timestamp() < cutoff]

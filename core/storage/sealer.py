@@ -37,7 +37,7 @@ from botocore.exceptions import ClientError
 from ..protocol.headers import is_json
 from . import _items as items
 from . import _segments as layout
-from ._chunks import Chunk, ObjectGone, data_prefix, decode_chunk
+from ._chunk_layout import Chunk, ObjectGone, data_prefix, decode_chunk
 from ._seal_plan import SealPolicy, Stored, cut_here, plan
 from .aws import Conflict, call, each_item
 from .dynamo import DynamoStore

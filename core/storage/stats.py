@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import _items as items
-from ._chunks import DATA_ROOT
+from ._chunk_layout import DATA_ROOT
 from .aws import call, pages
 
 Progress = Callable[[int], None]
