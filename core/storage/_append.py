@@ -38,26 +38,24 @@ import contextlib
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..protocol.append import AppendDecision, AppendIntent, Verdict, WriteState, decide_append
 from ..protocol.producer import ProducerDecision, ProducerOutcome, ProducerState
-from ..telemetry import Metric
+from ..telemetry import Metric, Telemetry
 from . import _items as items
 from . import _requests as requests
-from ._chunks import StoredBody
-from ._group import Waiting
+from ._chunks import ChunkStore, StoredBody
+from ._group import GroupCommits, Waiting
 from ._ranges import PUBLISH_EVERY
+from ._recent import RecentWrites
 from ._seal_plan import marks
-from ._settle import Claim
+from ._settle import Claim, Settler
 from .aws import Conflict, call
 from .model import AppendOutcome, Payload, Presence, StoreUnavailable, StreamInfo
-
-if TYPE_CHECKING:
-    from .dynamo import DynamoStore
 
 # Consecutive throttled reads one append sits out (backing off 25 ms, 50 ms, ... 3.2 s).
 _MAX_THROTTLED_READS = 8
@@ -164,10 +162,40 @@ class ProducerOrder:
             self._changed.notify_all()
 
 
+class AppendStore(Protocol):
+    """What the append path shares with its store (`DynamoStore`): clients, this process's
+    memory of its writers and settings. A port, so that this module does not import the store
+    that builds it."""
+
+    dynamodb: Any
+    table: str
+    chunks: ChunkStore
+    turns: GroupCommits
+    recent: RecentWrites
+    settler: Settler
+    telemetry: Telemetry
+    seal_mark_bytes: int
+    write_deadline: float
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+
+    def live(self, info: StreamInfo | None) -> StreamInfo | None: ...
+
+    def get_for_write(
+        self, path: str, producer_id: str | None
+    ) -> tuple[StreamInfo | None, dict[str, Any] | None] | None: ...
+
+    def get_for_write_many(
+        self, path: str, producer_ids: list[str]
+    ) -> tuple[StreamInfo | None, dict[str, dict[str, Any]]] | None: ...
+
+    def write(self, actions: list[dict[str, Any]]) -> None: ...
+
+
 class Appender:
     """Appends for a `DynamoStore` (which it shares clients, memory and settings with)."""
 
-    def __init__(self, store: DynamoStore) -> None:
+    def __init__(self, store: AppendStore) -> None:
         self.store = store
         self.order = ProducerOrder()
 
