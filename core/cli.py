@@ -477,7 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from ..client.commands import add_commands
     from .auth.commands import add_commands as add_auth_commands
-    from .smoke._command import add_commands as add_smoke_commands
+    from .smoke.commands import add_commands as add_smoke_commands
 
     add_auth_commands(commands)
     add_smoke_commands(commands)

@@ -1,4 +1,6 @@
-"""Lambda entry points only: thin modules that build the app and wrap it."""
+"""Lambda entry points: thin modules that build the app and wrap it (`api`, `gc`, `sealer`,
+`subscriptions`), and the invocation they are handed (`events`), which the local Lambda bridge
+(`infra.lambda_bridge`) builds for them too."""
 
 import os
 

@@ -40,7 +40,7 @@ from durable_streams_aws.core.auth.origin import ORIGIN_SECRET_HEADER
 from durable_streams_aws.core.runtime import Backend
 from durable_streams_aws.core.storage.aws import LazyClient
 
-from ._events import LambdaContext, function_url_event
+from .events import LambdaContext, function_url_event
 
 Asgi = Callable[[dict[str, Any], Any], dict[str, Any]]
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from durable_streams_aws.functions._events import LambdaContext, function_url_event
+from durable_streams_aws.functions.events import LambdaContext, function_url_event
 
 __all__ = ["LambdaContext", "function_url_event", "lambda_environment", "make_request_handler"]
 

@@ -102,7 +102,7 @@ class SubscriptionEndpoints:
     # ---------------------------------------------------------------- control requests
 
     async def signing_keys(self, request: Request) -> Response:
-        from ..subscriptions._signing import jwks
+        from ..subscriptions import jwks
 
         body = json.dumps(jwks([self.service.keys.signing]))
         headers = {"Cache-Control": "public, max-age=300"}

@@ -1,6 +1,7 @@
 """Subscriptions (PROTOCOL sections 6 and 7): durable cursors over streams named by a glob
 pattern or explicitly, woken by webhook or through a wake stream."""
 
+from .._lazy import lazy_exports
 from ._retry import WriteContention
 from .config import config_hash, parse_config, parse_subscription_id
 from .errors import SubscriptionError
@@ -21,6 +22,9 @@ from .model import (
 from .ports import Keys, Sent, StreamPort, WebhookPost
 from .service import AuthorizedWake, Claim, Creation, Subscriptions
 from .tasks import InProcessScheduler, Scheduler, SqsScheduler, Task, TaskKind
+
+# `jwks` needs `cryptography`: loaded on first use, not with the package (as in `wiring`).
+__getattr__ = lazy_exports(__name__, {"jwks": "_signing"})
 
 __all__ = [
     "Ack",
@@ -50,6 +54,7 @@ __all__ = [
     "WebhookPost",
     "WriteContention",
     "config_hash",
+    "jwks",
     "parse_config",
     "parse_subscription_id",
     "stream_report",

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
-from ..storage import _items as items
+from ..storage import table as items
 from ..storage.aws import Conflict, call, each_item
 from ..storage.model import StreamInfo
 from .model import (
