@@ -1,5 +1,5 @@
-"""The layers and package boundaries (docs/architecture-layers.md) hold: import-linter checks
-the contracts in pyproject.toml ([tool.importlinter]) against the imports of the code."""
+"""The layers and package boundaries (docs/architecture.md, "The layers") hold: import-linter
+checks the contracts in pyproject.toml ([tool.importlinter]) against the imports of the code."""
 
 from __future__ import annotations
 
