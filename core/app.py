@@ -301,7 +301,11 @@ def _add_subscriptions(
     from .http.subscriptions import SubscriptionEndpoints
     from .subscriptions.wiring import ConfiguredSubscriptions
 
-    service = ConfiguredSubscriptions(settings, store, endpoints.telemetry)  # type: ignore[arg-type]
+    service = ConfiguredSubscriptions(
+        settings.subscription_settings,
+        store,  # type: ignore[arg-type]
+        endpoints.telemetry,
+    )
     app.state.subscriptions = service
     app.router.on_shutdown.append(service.stop)  # the in-process timer thread, if any
     endpoints.on_change = service
@@ -321,4 +325,4 @@ def _guard(settings: Settings) -> Guard | None:
         return None
     from .auth.guard import Guard
 
-    return Guard(settings)
+    return Guard(settings.auth_settings)

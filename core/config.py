@@ -80,6 +80,45 @@ class OriginLockSettings:
 
 
 @dataclass(frozen=True)
+class KeySettings:
+    """Where the HMAC key set that signs tokens and read URLs is kept (at most one place)."""
+
+    inline: str | None
+    secret_id: str | None
+    parameter: str | None
+    max_age: float  # seconds a fetched key set is cached
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.inline or self.secret_id or self.parameter)
+
+
+@dataclass(frozen=True)
+class AuthSettings:
+    """What access control checks requests against."""
+
+    public_prefixes: tuple[str, ...]  # relative to the stream root; "" is every stream
+    audience: str
+    issuer: str | None
+    claim: str  # the claim that holds the grants
+    jwks_url: str | None
+    max_lifetime: int  # seconds ahead an expiry may be, at most
+    keys: KeySettings
+
+
+@dataclass(frozen=True)
+class SubscriptionSettings:
+    """How subscriptions queue their work and sign their wakes."""
+
+    region: str | None
+    queue_url: str | None  # None: an in-process timer thread
+    sweep_seconds: float
+    webhook_secret: str | None
+    webhook_secret_id: str | None
+    webhook_localhost_allowed: bool
+
+
+@dataclass(frozen=True)
 class CorsSettings:
     origins: tuple[str, ...]  # ("*",): any origin
 
@@ -405,6 +444,38 @@ class Settings(BaseModel):
     @property
     def cors(self) -> CorsSettings:
         return CorsSettings(self.cors_origin_list)
+
+    @property
+    def key_settings(self) -> KeySettings:
+        return KeySettings(
+            self.auth_secret,
+            self.auth_secret_id,
+            self.auth_secret_parameter,
+            self.auth_keys_max_age,
+        )
+
+    @property
+    def auth_settings(self) -> AuthSettings:
+        return AuthSettings(
+            self.public_prefixes,
+            self.auth_audience,
+            self.auth_issuer,
+            self.auth_claim,
+            self.auth_jwks_url,
+            self.auth_max_lifetime,
+            self.key_settings,
+        )
+
+    @property
+    def subscription_settings(self) -> SubscriptionSettings:
+        return SubscriptionSettings(
+            self.region,
+            self.subscription_queue_url,
+            self.subscription_sweep_seconds,
+            self.webhook_secret,
+            self.webhook_secret_id,
+            self.webhook_localhost_allowed,
+        )
 
     @property
     def sse_window_seconds(self) -> float:

@@ -23,7 +23,9 @@ from ._metrics import PowertoolsTelemetry, metrics
 logger = Logger(service="durable-streams-subscriptions")
 _settings = load_settings()
 _service = ConfiguredSubscriptions(
-    _settings, build_backend(_settings).store, telemetry=PowertoolsTelemetry()
+    _settings.subscription_settings,
+    build_backend(_settings).store,
+    telemetry=PowertoolsTelemetry(),
 )
 
 

@@ -54,7 +54,7 @@ def _seconds(value: str) -> int:
 
 
 def _keys(settings: Settings) -> KeySet:
-    source = hmac_key_source(settings)
+    source = hmac_key_source(settings.key_settings)
     if source is None:
         raise KeyConfigError(
             "no HMAC keys are configured: set DS_AUTH_SECRET (the key set itself), "

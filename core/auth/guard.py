@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from ..config import Settings
+from ..config import AuthSettings
 from . import signed_urls
 from .decision import BadSignature, Decision, Need, Presented, decide
 from .keys import hmac_key_source
@@ -16,18 +16,18 @@ from .tokens import TokenVerifier
 
 
 class Guard:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: AuthSettings) -> None:
         self.public_prefixes = settings.public_prefixes
-        self.hmac_keys = hmac_key_source(settings)
+        self.hmac_keys = hmac_key_source(settings.keys)
         self.tokens = TokenVerifier(
-            audience=settings.auth_audience,
-            issuer=settings.auth_issuer,
-            claim=settings.auth_claim,
+            audience=settings.audience,
+            issuer=settings.issuer,
+            claim=settings.claim,
             hmac_keys=self.hmac_keys,
-            jwks_url=settings.auth_jwks_url,
-            max_lifetime=settings.auth_max_lifetime,
+            jwks_url=settings.jwks_url,
+            max_lifetime=settings.max_lifetime,
         )
-        self.max_lifetime = settings.auth_max_lifetime
+        self.max_lifetime = settings.max_lifetime
         if self.hmac_keys is not None:
             self.hmac_keys.current()  # at start: bad keys fail the start, not a request
 

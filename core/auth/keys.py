@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from ..config import KeySettings
 
 MIN_SECRET_BYTES = 32
 T = TypeVar("T")
@@ -198,14 +198,14 @@ class StoredValue(Generic[T]):
 KeySource = StoredValue[KeySet]
 
 
-def hmac_key_source(settings: Settings) -> KeySource | None:
+def hmac_key_source(settings: KeySettings) -> KeySource | None:
     """Where the settings say the HMAC keys are (None: nowhere; tokens come from a JWKS)."""
-    if not (settings.auth_secret or settings.auth_secret_id or settings.auth_secret_parameter):
+    if not settings.configured:
         return None
     return StoredValue(
         parse_key_set,
-        inline=settings.auth_secret,
-        secret_id=settings.auth_secret_id,
-        parameter=settings.auth_secret_parameter,
-        max_age=settings.auth_keys_max_age,
+        inline=settings.inline,
+        secret_id=settings.secret_id,
+        parameter=settings.parameter,
+        max_age=settings.max_age,
     )

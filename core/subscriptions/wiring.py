@@ -9,7 +9,7 @@ import threading
 from functools import cached_property
 from typing import Any
 
-from ..config import Settings
+from ..config import SubscriptionSettings
 from ..protocol.append import AppendIntent
 from ..protocol.headers import JSON_MEDIA_TYPE
 from ..storage import DynamoStore, Payload, StreamPage
@@ -43,7 +43,7 @@ class StreamAccess:
 class LazyKeys:
     """The keys, read on first use (a Secrets Manager read stays off the cold start)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: SubscriptionSettings) -> None:
         self.settings = settings
 
     @cached_property
@@ -69,18 +69,21 @@ class ConfiguredSubscriptions(Subscriptions):
     thread started on first use."""
 
     def __init__(
-        self, settings: Settings, store: DynamoStore, telemetry: Telemetry | None = None
+        self,
+        settings: SubscriptionSettings,
+        store: DynamoStore,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._lazy_keys = LazyKeys(settings)
         scheduler: Scheduler
         self._local: InProcessScheduler | None = None
-        if settings.subscription_queue_url:
+        if settings.queue_url:
             import boto3
 
             sqs = boto3.client("sqs", region_name=settings.region)
-            scheduler = SqsScheduler(sqs, settings.subscription_queue_url)
+            scheduler = SqsScheduler(sqs, settings.queue_url)
         else:
-            self._local = InProcessScheduler(self.run, settings.subscription_sweep_seconds)
+            self._local = InProcessScheduler(self.run, settings.sweep_seconds)
             self._local.on_sweep = self.sweep
             scheduler = _Starting(self._local)
         super().__init__(

@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 
 from durable_streams_aws.core.config import (
+    AuthSettings,
     CorsSettings,
+    KeySettings,
     LiveReads,
     OriginLockSettings,
     Settings,
     SettingsError,
     SizeLimits,
+    SubscriptionSettings,
     load_settings,
 )
 from durable_streams_aws.core.protocol.caching import CacheRules
@@ -73,6 +76,32 @@ def test_components_are_given_typed_views_of_the_settings() -> None:
     assert settings.origin_lock_settings == OriginLockSettings("reads", "a" * 16, None, 11)
     assert settings.cors == CorsSettings(("https://a.example", "https://b.example"))
     assert not settings.cors.any_origin and Settings().cors.any_origin
+
+
+def test_access_control_and_subscriptions_get_views_of_their_own() -> None:
+    settings = Settings(
+        auth=True,
+        auth_secret_id="keys",
+        auth_audience="aud",
+        auth_issuer="https://issuer.example",
+        auth_claim="grants",
+        auth_keys_max_age=12,
+        auth_max_lifetime=3600,
+        public_read_prefixes="news/, *",
+        region="eu-west-1",
+        subscription_queue_url="https://sqs.example/q",
+        subscription_sweep_seconds=2,
+        webhook_secret="text",
+        webhook_allow_localhost=False,
+    )
+    keys = KeySettings(None, "keys", None, 12)
+    assert settings.auth_settings == AuthSettings(
+        ("news/", ""), "aud", "https://issuer.example", "grants", None, 3600, keys
+    )
+    assert keys.configured and not Settings().key_settings.configured
+    assert settings.subscription_settings == SubscriptionSettings(
+        "eu-west-1", "https://sqs.example/q", 2, "text", None, False
+    )
 
 
 def test_an_sse_window_lasts_the_window_setting_or_a_long_poll() -> None:
