@@ -28,6 +28,14 @@ KEYS: KeySet = parse_key_set(KEY_SET_TEXT)
 AUDIENCE = "durable-streams"
 ORIGIN_SECRET = "origin-secret-0123456789abcdef"
 ALL_ACTIONS = "read,append,create,delete,fork,consume"
+# `dsaws serve --auth` configured as a deployment behind its CDN: the origin locked to
+# requests that carry the CDN's secret, and one public prefix.
+LOCKED_ORIGIN_ENV = {
+    "DS_AUTH_SECRET": KEY_SET_TEXT,
+    "DS_ORIGIN_LOCK": "all",
+    "DS_ORIGIN_SECRET": ORIGIN_SECRET,
+    "DS_PUBLIC_READ_PREFIXES": "public/",
+}
 
 
 def grants(text: str) -> tuple[Grant, ...]:

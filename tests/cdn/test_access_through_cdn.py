@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from auth_support import KEY_SET_TEXT, ORIGIN_SECRET
+from auth_support import LOCKED_ORIGIN_ENV
 from support import ROOT, ServerProcess
 
 from durable_streams_aws.client import AccessDenied, DurableStream
@@ -20,12 +20,7 @@ from durable_streams_aws.infra.local_cdn import install_nginx
 
 pytestmark = pytest.mark.integration
 
-AUTH_ENV = {
-    "DS_AUTH_SECRET": KEY_SET_TEXT,
-    "DS_ORIGIN_LOCK": "all",
-    "DS_ORIGIN_SECRET": ORIGIN_SECRET,
-    "DS_PUBLIC_READ_PREFIXES": "public/",
-}
+AUTH_ENV = LOCKED_ORIGIN_ENV
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -7,19 +7,14 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from auth_support import KEY_SET_TEXT, ORIGIN_SECRET
+from auth_support import LOCKED_ORIGIN_ENV
 from support import ServerProcess, run_dsaws
 
 from durable_streams_aws.infra.local_cdn import install_nginx
 
 pytestmark = pytest.mark.integration
 
-AUTH_ENV = {
-    "DS_AUTH_SECRET": KEY_SET_TEXT,
-    "DS_ORIGIN_LOCK": "all",
-    "DS_ORIGIN_SECRET": ORIGIN_SECRET,
-    "DS_PUBLIC_READ_PREFIXES": "public/",
-}
+AUTH_ENV = LOCKED_ORIGIN_ENV
 
 
 def smoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
