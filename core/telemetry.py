@@ -44,6 +44,7 @@ class Metric(Enum):
     HEAD_LATENCY = "HeadLatency"
     # The sealer's runs (`functions/sealer.py`).
     SEAL_MARKS_FOUND = "SealMarksFound"
+    OLDEST_SEAL_MARK_AGE = "OldestSealMarkAge"  # seconds the oldest of them had waited
     STREAMS_SEALED = "StreamsSealed"
     SEGMENTS_WRITTEN = "SegmentsWritten"
     BYTES_SEALED = "BytesSealed"
@@ -67,6 +68,7 @@ UNITS: Mapping[Metric, Unit] = {
     Metric.BYTES_APPENDED: Unit.BYTES,
     Metric.BYTES_SEALED: Unit.BYTES,
     Metric.OLDEST_PENDING_WAKE_AGE: Unit.SECONDS,
+    Metric.OLDEST_SEAL_MARK_AGE: Unit.SECONDS,
     **{metric: Unit.MILLISECONDS for metric in Metric if metric.value.endswith("Latency")},
 }
 

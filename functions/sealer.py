@@ -25,6 +25,7 @@ _telemetry = PowertoolsTelemetry()
 def figures(report: SealReport) -> dict[Metric, float]:
     return {
         Metric.SEAL_MARKS_FOUND: report.marks_found,
+        Metric.OLDEST_SEAL_MARK_AGE: report.oldest_mark_seconds,
         Metric.STREAMS_SEALED: report.streams_sealed,
         Metric.SEGMENTS_WRITTEN: report.segments_written,
         Metric.BYTES_SEALED: report.bytes_sealed,

@@ -544,7 +544,7 @@ class Appender:
         )
         closing = after.closed and not before.closed
         if marks(before.tail, after.tail, closing, store.seal_mark_bytes):
-            actions.append(items.seal_mark_put(store.table, before, after.tail))
+            actions.append(items.seal_mark_put(store.table, before, after.tail, store.clock()))
         if len(actions) == 1:
             call(store.dynamodb.update_item, **update)
         else:
@@ -656,7 +656,7 @@ class Appender:
         if intent.producer is not None:
             actions.append({"Put": self._producer_expected(reserved, intent, start, end)})
         if marks(start, end, False, store.seal_mark_bytes):
-            actions.append(items.seal_mark_put(store.table, reserved, end))
+            actions.append(items.seal_mark_put(store.table, reserved, end, store.clock()))
         store.write(actions)
 
     def _producer_expected(

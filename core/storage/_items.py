@@ -106,8 +106,11 @@ def seal_mark_key(path: str) -> Item:
     return _key(seal_partition(shard), hashlib.sha256(path.encode()).hexdigest())
 
 
-def seal_mark_put(table: str, info: StreamInfo, tail: int) -> Item:
-    """A transaction action marking the stream for the sealer (overwriting any mark)."""
+def seal_mark_put(table: str, info: StreamInfo, tail: int, marked_at: float) -> Item:
+    """A transaction action marking the stream for the sealer (overwriting any mark). `at` is
+    the tail the mark covers (the sealer clears a mark only if it still says so); `t` when it
+    was written, for the age of the oldest mark waiting (marks written before `t` existed have
+    none, and are left out of that age)."""
     return {
         "Put": {
             "TableName": table,
@@ -116,9 +119,15 @@ def seal_mark_put(table: str, info: StreamInfo, tail: int) -> Item:
                 "path": s(info.path),
                 "inc": s(info.incarnation),
                 "at": n(tail),
+                "t": n(marked_at),
             },
         }
     }
+
+
+def mark_time(item: Item) -> float | None:
+    """When a seal mark was written (None: a mark of the layout without the time)."""
+    return _num(item, "t")
 
 
 def _num(item: Item, name: str) -> float | None:

@@ -293,7 +293,7 @@ class DynamoStore:
         if body is not None and marks(
             info.fork_position, info.tail, info.closed, self.seal_mark_bytes
         ):
-            actions.append(items.seal_mark_put(self.table, info, info.tail))
+            actions.append(items.seal_mark_put(self.table, info, info.tail, self.clock()))
         self.write(actions)
 
     # ---------------------------------------------------------------- append

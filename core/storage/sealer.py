@@ -62,6 +62,7 @@ class InconsistentItem(Exception):
 @dataclass
 class SealReport:
     marks_found: int = 0  # streams commits marked for sealing, as this run found them
+    oldest_mark_seconds: int = 0  # how long the oldest of those marks had waited
     streams_examined: int = 0
     streams_sealed: int = 0
     segments_written: int = 0
@@ -98,6 +99,7 @@ class Sealer:
         multiple of the store's `seal_mark_bytes`, and when it closes); each mark is cleared
         once its stream is sealed, unless a newer commit marked it again meanwhile."""
         report = SealReport()
+        now = self.store.clock()
         for shard in range(items.SEAL_SHARDS):
             query = {
                 "TableName": self.table,
@@ -106,6 +108,10 @@ class Sealer:
             }
             for mark in each_item(self.dynamodb.query, query):
                 report.marks_found += 1
+                marked_at = items.mark_time(mark)
+                if marked_at is not None:
+                    waited = int(max(now - marked_at, 0))
+                    report.oldest_mark_seconds = max(report.oldest_mark_seconds, waited)
                 info = self.store.snapshot(mark["path"]["S"])
                 if info is not None and info.incarnation == mark["inc"]["S"]:
                     report.streams_examined += 1

@@ -199,7 +199,7 @@ def _expand(row: list[Any], previous: list[Any]) -> list[Any]:
         "AlarmErrorRatePercent",
         "AlarmConcurrentExecutions",
         "AlarmDynamoDbThrottles",
-        "AlarmSealMarksWaiting",
+        "AlarmSealerLagSeconds",
         "AlarmWebhookFailures",
     ],
 )

@@ -99,7 +99,13 @@ def test_the_sealer_and_the_collector_report_their_runs(emulator: Emulator) -> N
         "durable_streams_aws.functions.sealer.handler", [scheduled], env
     )
     records = emf_records(lines)
-    for metric in ("SealMarksFound", "StreamsSealed", "BytesSealed", "SealFailures"):
+    for metric in (
+        "SealMarksFound",
+        "OldestSealMarkAge",
+        "StreamsSealed",
+        "BytesSealed",
+        "SealFailures",
+    ):
         assert values_of(records, metric) == [0.0], metric  # an idle run still reports
     answers, lines = invoke_function("durable_streams_aws.functions.gc.handler", [scheduled], env)
     assert answers[0]["incarnations_removed"] == 0
