@@ -30,7 +30,7 @@ from .cdn.policy import KEY_QUERY_PARAMETERS
 from .config import Settings
 from .http import responses
 from .http.listing import list_streams
-from .http.middleware import AccessLog, DefaultHeaders, RequestId
+from .http.middleware import AccessLog, DefaultHeaders, ErrorBoundary, RequestId
 from .http.origin_lock import OriginLock
 from .http.request_metrics import RequestMetrics
 from .http.streams import StreamEndpoints
@@ -280,10 +280,15 @@ def _default_headers(settings: Settings, _: FastAPI) -> dict[str, Any]:
     return {"cacheable_extra": cors_defaults if settings.cors.any_origin else []}
 
 
+def _no_options(_settings: Settings, _app: FastAPI) -> dict[str, Any]:
+    return {}
+
+
 # Outermost first: a request passes through them in this order (after the access log).
 _MIDDLEWARE = (
-    _Middleware(RequestId, lambda _settings, _app: {}),
+    _Middleware(RequestId, _no_options),
     _Middleware(DefaultHeaders, _default_headers),
+    _Middleware(ErrorBoundary, _no_options),
     _Middleware(CORSMiddleware, _cors),
     _Middleware(OriginLock, _origin_lock),
 )

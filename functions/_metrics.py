@@ -3,6 +3,7 @@ with the `service` dimension the dashboard and the alarms name (docs/operating.m
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
@@ -30,6 +31,9 @@ class PowertoolsTelemetry:
 
     def __init__(self) -> None:
         self._silent = False
+        # Powertools' buffer is a dict of lists, and subscription delivery posts webhooks
+        # from several threads at once.
+        self._lock = threading.Lock()
 
     @contextmanager
     def silenced(self) -> Iterator[None]:
@@ -41,7 +45,9 @@ class PowertoolsTelemetry:
             self._silent = False
 
     def count(self, metric: Metric, value: float = 1) -> None:
-        if not self._silent:
+        if self._silent:
+            return
+        with self._lock:
             metrics.add_metric(name=metric.value, unit=_UNITS[unit_of(metric)], value=value)
 
     def count_by(self, metric: Metric, dimensions: Mapping[str, str], value: float = 1) -> None:

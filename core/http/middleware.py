@@ -18,6 +18,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..protocol.caching import NO_STORE
 from ..protocol.headers import is_active_content
+from . import responses
+
+logger = logging.getLogger("dsaws")
 
 NO_STORE_BYTES = NO_STORE.encode()
 CONTENT_SECURITY_POLICY = b"sandbox; default-src 'none'"
@@ -98,6 +101,38 @@ class RequestId:
             await send(message)
 
         await self.app(scope, receive, send_with_id)
+
+
+class ErrorBoundary:
+    """A request whose handler failed unexpectedly gets a 500 in the shape of every other
+    error, here, inside the middleware that name, measure and log requests: Starlette's own
+    last-resort answer is made outside all of them, so it would carry no request id and count
+    in no metric. The failure is logged with its traceback."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception:
+            if started:  # too late for an answer of our own: the server closes the connection
+                raise
+            logger.exception("%s %s failed", scope["method"], scope["path"])
+            answer = responses.error(500, "internal", "the server failed to answer; retry")
+            if scope["method"] == "HEAD":
+                answer = responses.bodyless(answer)
+            await answer(scope, receive, send)
 
 
 class AccessLog:

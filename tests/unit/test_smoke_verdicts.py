@@ -82,3 +82,12 @@ def test_the_origin_must_refuse_direct_requests(status: int, outcome: Outcome) -
 )
 def test_a_bare_host_gets_the_servers_stream_root(url: str, root: str) -> None:
     assert stream_root(url) == root
+
+
+def test_an_unreachable_deployment_fails_the_first_check_and_stops() -> None:
+    from durable_streams_aws.core.smoke import SmokeOptions, format_report, run_smoke
+
+    checks = run_smoke(SmokeOptions(url="http://127.0.0.1:9", timeout=2))  # nothing listens
+    assert [(c.name, c.outcome) for c in checks] == [("create", Outcome.FAILED)]
+    assert "ConnectError" in checks[0].detail
+    assert format_report(checks).endswith("1 checks, 1 failed")
