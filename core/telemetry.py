@@ -24,6 +24,7 @@ class Metric(Enum):
     APPENDS = "Appends"  # committed
     BYTES_APPENDED = "BytesAppended"  # committed bytes
     APPENDS_DEDUPLICATED = "AppendsDeduplicated"  # a producer's retry of a committed append
+    BYTES_DEDUPLICATED = "BytesDeduplicated"  # the bytes those retries carried, not written
     APPENDS_REFUSED = "AppendsRefused"  # answered 4xx or 5xx; dimension Status
     CONDITIONAL_WRITE_RETRIES = "ConditionalWriteRetries"  # commit races lost, each retried
     AWS_THROTTLES = "AwsThrottles"
@@ -67,6 +68,7 @@ class Metric(Enum):
 UNITS: Mapping[Metric, Unit] = {
     Metric.BYTES_APPENDED: Unit.BYTES,
     Metric.BYTES_SEALED: Unit.BYTES,
+    Metric.BYTES_DEDUPLICATED: Unit.BYTES,
     Metric.OLDEST_PENDING_WAKE_AGE: Unit.SECONDS,
     Metric.OLDEST_SEAL_MARK_AGE: Unit.SECONDS,
     **{metric: Unit.MILLISECONDS for metric in Metric if metric.value.endswith("Latency")},

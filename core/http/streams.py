@@ -191,6 +191,7 @@ class StreamEndpoints:
                 await self._changed(path)
         elif outcome.decision is not None and outcome.decision.verdict is Verdict.DUPLICATE:
             self.telemetry.count(Metric.APPENDS_DEDUPLICATED)
+            self.telemetry.count(Metric.BYTES_DEDUPLICATED, len(payload))
         return r.append_response(outcome, intent)
 
     async def _changed(self, path: str) -> None:

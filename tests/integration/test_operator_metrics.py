@@ -69,6 +69,7 @@ def test_each_request_kind_emits_its_figures(emulator: Emulator) -> None:
     assert all(v >= 0 for v in values_of(records, Metric.APPEND_LATENCY.value))
     assert values_of(records, Metric.APPENDS.value) == [1.0, 1.0]
     assert values_of(records, Metric.APPENDS_DEDUPLICATED.value) == [1.0]
+    assert values_of(records, Metric.BYTES_DEDUPLICATED.value) == [4.0]
     assert dimensions_of(records, Metric.APPENDS_REFUSED.value) == [
         {"service": "durable-streams", "Status": "409"}
     ]
