@@ -144,6 +144,7 @@ class FanoutResult:
     cache_statuses: Counter[str]
     latencies: list[float]
     problems: list[str] = field(default_factory=list)
+    lag: float = 0.0  # the most a reader slept between two polls (seconds)
 
     @property
     def origin_reads_per_append(self) -> float:
@@ -166,10 +167,17 @@ class FanoutResult:
 
 
 async def fanout(
-    rig: Rig, readers: int, appends: int, spacing: float, via_cdn: bool = True
+    rig: Rig,
+    readers: int,
+    appends: int,
+    spacing: float,
+    via_cdn: bool = True,
+    lag: float = 0.0,
 ) -> FanoutResult:
     """`readers` long-poll readers through the CDN (or straight to the origin); `appends` JSON
-    messages about `spacing` seconds apart, written straight to the origin."""
+    messages about `spacing` seconds apart, written straight to the origin. With `lag`, each
+    reader sleeps 0 to `lag` seconds (at random) between two polls, as readers that fall a
+    little behind do: their keys' cached answers may have expired by the time they ask."""
     name = f"fanout-{uuid.uuid4().hex[:8]}"
     timeout = httpx.Timeout(60.0)
     async with httpx.AsyncClient(timeout=timeout) as client:
@@ -193,6 +201,7 @@ async def fanout(
             nonlocal waiting
             offset, cursor = start, None
             first = True
+            pauses = random.Random(index)
             url = rig.stream_url(rig.cdn_url if via_cdn else rig.origin_url, name)
             while len(received[index]) < appends:
                 params = {"offset": offset, "live": "long-poll"}
@@ -213,6 +222,8 @@ async def fanout(
                     raise AssertionError(f"reader {index}: {response.status_code} {response.text}")
                 offset = response.headers["stream-next-offset"]
                 cursor = response.headers.get("stream-cursor", cursor)
+                if lag > 0:
+                    await asyncio.sleep(pauses.uniform(0, lag))
 
         # Everything the readers cost is counted, from their first request on.
         rig.counter.reset()
@@ -252,6 +263,7 @@ async def fanout(
         cache_statuses=statuses,
         latencies=latencies,
         problems=problems,
+        lag=lag,
     )
 
 
@@ -322,6 +334,7 @@ async def idle(rig: Rig, readers: int, seconds: float, via_cdn: bool) -> IdleRes
 
 FANOUT_COLUMNS = (
     "readers",
+    "reader lag",
     "path",
     "appends",
     "origin requests / append",
@@ -337,6 +350,7 @@ def print_fanout_table(results: list[FanoutResult]) -> None:
     rows = (
         [
             r.readers,
+            f"0-{r.lag * 1000:.0f} ms" if r.lag else "-",
             _path(r.via_cdn),
             r.appends,
             f"{r.origin_reads_per_append:.2f}",
@@ -348,7 +362,7 @@ def print_fanout_table(results: list[FanoutResult]) -> None:
         ]
         for r in results
     )
-    print_table(FANOUT_COLUMNS, "><>>>>>><", rows)
+    print_table(FANOUT_COLUMNS, ">><>>>>>><", rows)
 
 
 def _path(via_cdn: bool) -> str:
@@ -371,7 +385,9 @@ def print_idle_table(results: list[IdleResult], timeout: float) -> None:
     print_table(columns, "><>>>", rows)
 
 
-async def main_async(readers: list[int], appends: int, spacing: float, idle_cycles: int) -> int:
+async def main_async(
+    readers: list[int], appends: int, spacing: float, idle_cycles: int, lag: float = 0.0
+) -> int:
     results = []
     idle_results = []
     with rig() as running:
@@ -379,6 +395,8 @@ async def main_async(readers: list[int], appends: int, spacing: float, idle_cycl
         results.append(await fanout(running, 10, appends, spacing, via_cdn=False))
         for count in readers:
             results.append(await fanout(running, count, appends, spacing))
+            if lag > 0:
+                results.append(await fanout(running, count, appends, spacing, lag=lag))
         # Whole cycles (every request counted once, as it starts), less a moment.
         idle_seconds = idle_cycles * running.backend.settings.long_poll_timeout - 0.5
         if idle_cycles > 0:
@@ -418,8 +436,15 @@ def main(argv: list[str] | None = None) -> int:
         default=4,
         help="long-poll timeouts to watch idle readers for, with and without the CDN (0: none)",
     )
+    parser.add_argument(
+        "--lag-ms",
+        type=float,
+        default=0.0,
+        help="also measure readers that sleep 0 to this many ms (at random) between polls",
+    )
     args = parser.parse_args(argv)
-    return asyncio.run(main_async(args.readers, args.appends, args.spacing, args.idle_cycles))
+    lag = args.lag_ms / 1000
+    return asyncio.run(main_async(args.readers, args.appends, args.spacing, args.idle_cycles, lag))
 
 
 if __name__ == "__main__":

@@ -48,7 +48,9 @@ byte: every message, once, in order. Any mismatch (or an unexpected HTTP status)
    median of 3 reads, MB/s (1 MB = 10^6 bytes). Then the same 3 reads 8 s later: history,
    which ours has sealed into S3 segments by then (`dsaws serve` sweeps every 5 s), where a
    read just after the write still finds the data inline in DynamoDB.
-6. long-poll fan-out: 50 readers long-poll one stream; 20 appends start 100 ms apart; latency
+6. catch-up read of small-append history: the same size written in 1 KiB appends (as chat
+   messages and tokens arrive: thousands of items), read just after and 8 s later.
+7. long-poll fan-out: 50 readers long-poll one stream; 20 appends start 100 ms apart; latency
    per (reader, append) from just before the append is sent to that reader having it.
 
 Reading the table: `better` says which way is good for the row; `ratio` is ours / reference
@@ -111,6 +113,8 @@ class Sizes:
     live_gap: float = 0.1  # seconds between a delivery and the next append
     catch_up_bytes: int = 5 * KIB * KIB
     catch_up_append_bytes: int = 64 * KIB
+    # The same size written the way chat messages and tokens arrive: thousands of small appends.
+    small_append_bytes: int = KIB
     catch_up_reads: int = 3
     # The same stream read again this much later: history (ours has sealed it into S3 by
     # then: `dsaws serve` sweeps every 5 s).
@@ -527,31 +531,39 @@ async def next_delivery(
     raise Failed("long-poll reader: nothing delivered within 60 s of an append")
 
 
-async def catch_up(clients: Clients, base: str, sizes: Sizes, notes: list[str]) -> list[Figure]:
+async def catch_up(
+    clients: Clients, base: str, sizes: Sizes, notes: list[str], small: bool = False
+) -> list[Figure]:
+    """Catch-up reads of a stream just written and, `history_after` seconds later, of the same
+    history; written in `catch_up_append_bytes` appends, or (`small`) `small_append_bytes`."""
     client = clients.main
-    url = stream_url(base, "catch-up")
+    prefix = "small " if small else ""
+    url = stream_url(base, f"{prefix}catch-up".replace(" ", "-"))
     await create(client, url)
-    size = sizes.catch_up_append_bytes
+    size = sizes.small_append_bytes if small else sizes.catch_up_append_bytes
     count = max(1, sizes.catch_up_bytes // size)
     with Timed() as writing:
         await write_sequentially(client, url, "c", count, size)
     want = messages("c", count, size)
     reads = sizes.catch_up_reads
     rate, responses, reading = await median_read_rate(client, url, want, reads, "catch-up read")
-    notes.append(f"a catch-up read of {len(want):,} bytes took {responses} response(s)")
+    notes.append(
+        f"a catch-up read of {len(want):,} bytes in {size:,} B appends took {responses} response(s)"
+    )
     stored = f"{len(want) / KIB / KIB:.1f} MiB in {size // KIB} KiB appends"
     figures = [
-        Figure("bulk append", f"bulk append, {stored}, sequential", "MB/s",
+        Figure(f"{prefix}bulk append", f"bulk append, {stored}, sequential", "MB/s",
                len(want) / writing.seconds / MB, False, writing.client_cpu),
-        Figure("catch-up", f"catch-up read of {stored}, just written, median of {reads}",
+        Figure(f"{prefix}catch-up", f"catch-up read of {stored}, just written, median of {reads}",
                "MB/s", rate, False, reading.client_cpu),
     ]  # fmt: skip
     if sizes.history_after > 0:
         await asyncio.sleep(sizes.history_after)
         rate, _, rereading = await median_read_rate(client, url, want, reads, "history read")
-        label = f"catch-up read of the same, {sizes.history_after:.0f} s later, median of "
+        label = f"catch-up read of the same{' (' + stored + ')' if small else ''}, "
+        label += f"{sizes.history_after:.0f} s later, median of "
         figures.append(
-            Figure("catch-up history", f"{label}{reads}", "MB/s", rate, False,
+            Figure(f"{prefix}catch-up history", f"{label}{reads}", "MB/s", rate, False,
                    rereading.client_cpu)
         )  # fmt: skip
     return figures
@@ -715,6 +727,7 @@ async def run_scenarios(base: str, sizes: Sizes, run: ServerRun) -> None:
             ),
             ("live delivery", lambda: live_latency(clients, base, sizes)),
             ("catch-up", lambda: catch_up(clients, base, sizes, run.notes)),
+            ("catch-up, small appends", lambda: catch_up(clients, base, sizes, run.notes, True)),
             ("fan-out", lambda: fan_out(clients, base, sizes)),
         ]
         for name, step in steps:
@@ -775,11 +788,18 @@ def within_3x(ours: float, reference: float | None) -> bool | None:
     return None if reference is None else ours <= 3 * reference
 
 
+def within_3x_rate(ours: float, reference: float | None) -> bool | None:
+    """For a rate (higher is better): ours at least a third of the reference's."""
+    return None if reference is None else ours * 3 >= reference
+
+
 TARGETS = [
     Target("append p50", "ours <= 3x reference", within_3x),
     Target("append lean p50", "ours <= 3x reference", within_3x),
     Target("catch-up", "ours >= 50 MB/s", lambda ours, _: ours >= 50),
     Target("catch-up history", "ours >= 50 MB/s", lambda ours, _: ours >= 50),
+    Target("small catch-up", "ours >= 50 MB/s", lambda ours, _: ours >= 50),
+    Target("small catch-up history", "ours within 3x of reference", within_3x_rate),
     Target("fan-out p50", "ours <= 200 ms", lambda ours, _: ours <= 200),
 ]
 
