@@ -6,6 +6,7 @@ errors included."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from enum import Enum
 from urllib.parse import parse_qs
 
@@ -35,7 +36,14 @@ _BY_METHOD = {
 _BY_LIVE_MODE = {"long-poll": Operation.LONG_POLL, "sse": Operation.SSE}
 
 
-def operation_of(method: str, path: str, query_string: bytes, base_path: str) -> Operation | None:
+Query = Mapping[str, list[str]]
+
+
+def parse_query(query_string: bytes) -> Query:
+    return parse_qs(query_string.decode("latin-1"), keep_blank_values=True)
+
+
+def operation_of(method: str, path: str, query: Query, base_path: str) -> Operation | None:
     """The stream operation a request asks for; None for anything else (the control API,
     listing, health checks, CORS preflights)."""
     prefix = base_path + "/"
@@ -43,17 +51,17 @@ def operation_of(method: str, path: str, query_string: bytes, base_path: str) ->
         return None
     if method != "GET":
         return _BY_METHOD.get(method)
-    live = _query(query_string).get("live", [""])[0]
+    live = query.get("live", [""])[0]
     return _BY_LIVE_MODE.get(live, Operation.CATCH_UP)
 
 
-def read_shape(operation: Operation, query_string: bytes) -> str:
+def read_shape(operation: Operation, query: Query) -> str:
     """The shape of a read's cache key: what decides whether readers can share an answer."""
     if operation is Operation.LONG_POLL:
         return "long-poll"
     if operation is Operation.SSE:
         return "sse"
-    offset = _query(query_string).get("offset", [""])[0]
+    offset = query.get("offset", [""])[0]
     if offset == "now":
         return "now"
     return "from-start" if offset in ("", "-1") else "catch-up"
@@ -71,10 +79,6 @@ def cache_class(cache_control: str | None) -> str:
     return "shared" if "max-age" in value else "none"
 
 
-def _query(query_string: bytes) -> dict[str, list[str]]:
-    return parse_qs(query_string.decode("latin-1"), keep_blank_values=True)
-
-
 class RequestMetrics:
     def __init__(self, app: ASGIApp, telemetry: Telemetry, base_path: str) -> None:
         self.app = app
@@ -83,10 +87,11 @@ class RequestMetrics:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         operation = None
+        query: Query = {}
         if scope["type"] == "http":
-            operation = operation_of(
-                scope["method"], scope["path"], scope.get("query_string", b""), self.base_path
-            )
+            if scope["method"] == "GET":  # only a read's query says what kind of read it is
+                query = parse_query(scope.get("query_string", b""))
+            operation = operation_of(scope["method"], scope["path"], query, self.base_path)
         if operation is None:
             await self.app(scope, receive, send)
             return
@@ -94,12 +99,12 @@ class RequestMetrics:
 
         async def measured(message: Message) -> None:
             if message["type"] == "http.response.start":
-                self._record(operation, scope, message, time.perf_counter() - started)
+                self._record(operation, query, message, time.perf_counter() - started)
             await send(message)
 
         await self.app(scope, receive, measured)
 
-    def _record(self, operation: Operation, scope: Scope, start: Message, seconds: float) -> None:
+    def _record(self, operation: Operation, query: Query, start: Message, seconds: float) -> None:
         telemetry = self.telemetry
         telemetry.count(operation.value, seconds * 1000)
         status = int(start["status"])
@@ -108,7 +113,7 @@ class RequestMetrics:
         elif operation in (Operation.CATCH_UP, Operation.LONG_POLL, Operation.SSE):
             cache_control = dict(start.get("headers", [])).get(b"cache-control")
             dimensions = {
-                "Shape": read_shape(operation, scope.get("query_string", b"")),
+                "Shape": read_shape(operation, query),
                 "CacheControl": cache_class(cache_control and cache_control.decode("latin-1")),
             }
             telemetry.count_by(Metric.ORIGIN_READS, dimensions)

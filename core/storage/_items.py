@@ -62,8 +62,13 @@ def producer_key(path: str, producer_id: str) -> Item:
     return _key(STREAM_PREFIX + path, f"p#{producer_id}")
 
 
+CHUNK_PREFIX = "d#"
+CLAIM_PREFIX = "k#"
+RETIRE_PREFIX = "gc#"
+
+
 def chunk_partition(incarnation: str) -> str:
-    return f"d#{incarnation}"
+    return CHUNK_PREFIX + incarnation
 
 
 def chunk_sort_key(end: int) -> str:
@@ -76,7 +81,7 @@ def chunk_key(incarnation: str, end: int) -> Item:
 
 
 def claim_partition(incarnation: str) -> str:
-    return f"k#{incarnation}"
+    return CLAIM_PREFIX + incarnation
 
 
 def range_claim_key(incarnation: str, number: int) -> Item:
@@ -86,9 +91,13 @@ def range_claim_key(incarnation: str, number: int) -> Item:
     return {"pk": s(claim_partition(incarnation)), "sk": s(f"{number:0{_POSITION_WIDTH}d}")}
 
 
+def retire_partition(shard: int) -> str:
+    return f"{RETIRE_PREFIX}{shard:02d}"
+
+
 def retire_key(incarnation: str) -> Item:
     shard = zlib.crc32(incarnation.encode()) % RETIRE_SHARDS
-    return _key(f"gc#{shard:02d}", incarnation)
+    return _key(retire_partition(shard), incarnation)
 
 
 SEAL_SHARDS = 16
@@ -254,9 +263,9 @@ SUBSCRIPTION_LINK_PREFIX = "sl#"
 # of them.
 _PARTITION_KINDS = (
     STREAM_PREFIX,
-    "d#",
-    "k#",
-    "gc#",
+    CHUNK_PREFIX,
+    CLAIM_PREFIX,
+    RETIRE_PREFIX,
     SEAL_PREFIX,
     SUBSCRIPTION_PARTITION,
     SUBSCRIPTION_LINK_PREFIX,

@@ -91,7 +91,7 @@ class Collector:
             query = {
                 "TableName": self.table,
                 "KeyConditionExpression": "pk = :pk",
-                "ExpressionAttributeValues": {":pk": items.s(f"gc#{shard:02d}")},
+                "ExpressionAttributeValues": {":pk": items.s(items.retire_partition(shard))},
             }
             for item in each_item(self.dynamodb.query, query):
                 yield item["sk"]["S"], item["path"]["S"], float(item.get("at", {"N": "0"})["N"])

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import _items as items
-from ._chunk_layout import DATA_ROOT
+from ._chunk_layout import DATA_ROOT, decode_chunk
 from .aws import call, pages
 
 Progress = Callable[[int], None]
@@ -108,11 +108,11 @@ def _count(stats: StoreStats, tails: _Tails, item: items.Item) -> None:
             _count_stream(stats, tails, partition[len(items.STREAM_PREFIX) :], item)
         else:
             stats.producers += 1
-    elif partition.startswith("d#"):
+    elif partition.startswith(items.CHUNK_PREFIX):
         _count_chunk(stats, item)
     elif partition.startswith(items.SEAL_PREFIX):
         stats.marks_waiting += 1
-    elif partition.startswith("gc#"):
+    elif partition.startswith(items.RETIRE_PREFIX):
         stats.incarnations_to_collect += 1
     elif partition == items.SUBSCRIPTION_PARTITION:
         if not item.get("del", {}).get("BOOL", False):
@@ -136,10 +136,10 @@ def _count_stream(stats: StoreStats, tails: _Tails, path: str, item: items.Item)
 
 def _count_chunk(stats: StoreStats, item: items.Item) -> None:
     stats.chunk_items += 1
-    length = int(item["sk"]["S"][2:]) - int(item["st"]["N"])
-    if "pg" in item:
-        stats.bytes_sealed += length
-    elif "b" in item:
-        stats.bytes_inline += len(item["b"]["B"])
-    elif "k" in item:
-        stats.bytes_unsealed_in_s3 += length
+    chunk = decode_chunk(item)
+    if chunk.sealed:
+        stats.bytes_sealed += chunk.end - chunk.start
+    elif chunk.inline is not None:
+        stats.bytes_inline += len(chunk.inline)
+    elif chunk.s3_key is not None:
+        stats.bytes_unsealed_in_s3 += chunk.end - chunk.start

@@ -8,6 +8,7 @@ from durable_streams_aws.core.http.request_metrics import (
     Operation,
     cache_class,
     operation_of,
+    parse_query,
     read_shape,
 )
 
@@ -38,7 +39,7 @@ BASE = "/v1/stream"
 def test_the_operation_of_a_request(
     method: str, path: str, query: bytes, operation: Operation | None
 ) -> None:
-    assert operation_of(method, path, query, BASE) is operation
+    assert operation_of(method, path, parse_query(query), BASE) is operation
 
 
 def test_every_operation_has_its_own_latency_metric() -> None:
@@ -58,7 +59,7 @@ def test_every_operation_has_its_own_latency_metric() -> None:
     ],
 )
 def test_the_shape_of_a_reads_cache_key(operation: Operation, query: bytes, shape: str) -> None:
-    assert read_shape(operation, query) == shape
+    assert read_shape(operation, parse_query(query)) == shape
 
 
 @pytest.mark.parametrize(
