@@ -91,3 +91,25 @@ def test_an_unreachable_deployment_fails_the_first_check_and_stops() -> None:
     assert [(c.name, c.outcome) for c in checks] == [("create", Outcome.FAILED)]
     assert "ConnectError" in checks[0].detail
     assert format_report(checks).endswith("1 checks, 1 failed")
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["--url", "not a url"],
+        ["--url", "ftp://host/v1/stream"],
+        ["--url", "http://127.0.0.1:9", "--origin", "lambda-url"],
+        ["--url", "http://127.0.0.1:9", "--timeout", "-1"],
+        ["--url", "http://127.0.0.1:9", "--timeout", "nan"],
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_is_sent(
+    arguments: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from durable_streams_aws.core.cli import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(["smoke", *arguments])
+    assert refused.value.code == 2
+    error = capsys.readouterr().err
+    assert "URL" in error or "seconds" in error
