@@ -379,7 +379,12 @@ class ChunkStore:
         self, segment: Segment, position: int, up_to: int | None = None
     ) -> Iterator[Chunk]:
         request = self._ending_after(segment.incarnation, position, up_to)
-        request.update(ConsistentRead=True, Limit=_QUERY_PAGE_ITEMS)
+        request["ConsistentRead"] = True
+        if up_to is None:
+            # Unbounded, a page of at most this many items: of segment items (small), enough
+            # to learn the layout ahead without reading a megabyte of them. A bounded query
+            # asks for what the read needs, in as few pages as DynamoDB's 1 MB allows.
+            request["Limit"] = _QUERY_PAGE_ITEMS
         for page in pages(self.dynamodb.query, request):
             found = [decode_chunk(item) for item in page if item["sk"]["S"].startswith("c#")]
             for chunk in found:

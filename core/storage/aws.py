@@ -23,6 +23,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from ._item_parsing import ItemParserFactory
 from .model import StoreUnavailable
 
 _THROTTLING_CODES = {
@@ -153,6 +154,7 @@ def make_clients(settings: AwsSettings) -> tuple[Any, Any]:
     # every cold start and nothing here uses them.
     session = botocore.session.get_session()
     session.register_component("data_loader", _shared_loader())
+    session.register_component("response_parser_factory", ItemParserFactory())
     dynamodb_config = config
     if settings.lean_emulator_dynamodb:
         dynamodb_config = config.merge(

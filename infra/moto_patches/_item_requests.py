@@ -6,8 +6,10 @@ dispatch, its request parsing, then its update-expression parser, validator and 
 plain `SET #a = :a, #b = :b`. This layer sits in front of moto's WSGI app, under the emulator's
 lock, and answers the narrow forms the store sends on its request path and the sealer's
 (TransactWriteItems of Put, Update and ConditionCheck; UpdateItem; PutItem; DeleteItem;
-GetItem; BatchGetItem) straight from moto's tables, with moto's own condition evaluation and
-item types.
+GetItem; BatchGetItem; Query of one partition) straight from moto's tables, with moto's own
+condition evaluation and item types. A Query's page is `_query.page`, moto's rules; its items
+are encoded from moto's values directly, where moto converts each one twice (to plain values,
+binary decoded, then to JSON, binary encoded again).
 
 It only ever answers success. Each request is checked whole first, changing nothing: its shape,
 its keys, its values, its expressions (every placeholder defined and used, updates only
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import io
 import json
 import os
@@ -38,10 +41,11 @@ from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, bytesize
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.models.utilities import dynamo_to_dict
-from moto.dynamodb.responses import DynamoHandler
+from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
+from moto.dynamodb.responses import DynamoHandler, ProjectionExpressionParser
 
 from .._dynamodb_json import CONTENT_TYPE, encode
-from . import _condition_builder
+from . import _condition_builder, _query
 
 _TARGET_PREFIX = "DynamoDB_20120810."
 # moto refuses an item over this size (its own limit, a little above DynamoDB's 400 KB).
@@ -605,6 +609,168 @@ def batch_get_item(backend: DynamoDBBackend, params: dict[str, Any]) -> bytes | 
     return _json(result)
 
 
+# The key conditions the store sends: the partition, and at most one test of the sort key.
+_KEY_CONDITION = re.compile(
+    r"(?P<hash>\w+) = (?P<value>:\w+)"
+    r"(?: AND (?:(?P<range>\w+) (?P<op><=|>=|=|<|>) (?P<bound>:\w+)"
+    r"|(?P<between>\w+) BETWEEN (?P<low>:\w+) AND (?P<high>:\w+)"
+    r"|begins_with\((?P<prefixed>\w+), (?P<prefix>:\w+)\)))?"
+)
+_QUERY_FIELDS = frozenset(
+    {
+        "TableName",
+        "KeyConditionExpression",
+        "ExpressionAttributeValues",
+        "ExpressionAttributeNames",
+        "FilterExpression",
+        "ProjectionExpression",
+        "ConsistentRead",
+        "ScanIndexForward",
+        "Limit",
+        "ExclusiveStartKey",
+    }
+)
+
+
+@dataclass(frozen=True)
+class _KeyCondition:
+    partition: DynamoType
+    # The test of the sort key, by moto's name for it, and its operands (none: every item).
+    comparison: str | None
+    operands: tuple[str, ...]
+
+
+def _key_condition(table: Table, request: dict[str, Any]) -> _KeyCondition | None:
+    """A KeyConditionExpression of the store's forms on `table`'s own key names (no reserved
+    words), every value it names a non-empty string."""
+    expression = request.get("KeyConditionExpression")
+    values = request.get("ExpressionAttributeValues")
+    found = _KEY_CONDITION.fullmatch(expression) if isinstance(expression, str) else None
+    if found is None or not isinstance(values, dict):
+        return None
+    parts = found.groupdict()
+    if parts["hash"] != table.hash_key_attr:
+        return None
+    if parts["op"] is not None:
+        comparison, sort_key, placeholders = parts["op"], parts["range"], [parts["bound"]]
+    elif parts["between"] is not None:
+        comparison, sort_key = "BETWEEN", parts["between"]
+        placeholders = [parts["low"], parts["high"]]
+    elif parts["prefixed"] is not None:
+        comparison, sort_key, placeholders = "BEGINS_WITH", parts["prefixed"], [parts["prefix"]]
+    else:
+        comparison, sort_key, placeholders = None, None, []
+    if sort_key is not None and sort_key != table.range_key_attr:
+        return None
+    reserved = ReservedKeywords.get_reserved_keywords()
+    if any(name.upper() in reserved for name in (parts["hash"], sort_key) if name):
+        return None
+    texts = []
+    for placeholder in (parts["value"], *placeholders):
+        value = values.get(placeholder)
+        if not isinstance(value, dict) or value.keys() != {"S"}:
+            return None
+        if not isinstance(value["S"], str) or not value["S"]:
+            return None
+        texts.append(value["S"])
+    return _KeyCondition(DynamoType({"S": texts[0]}), comparison, tuple(texts[1:]))
+
+
+@dataclass(frozen=True)
+class _QueryExpressions:
+    """A Query's filter and projection as moto parses them (None: the request has none)."""
+
+    filter: Any
+    projection: list[list[str]] | None
+
+
+def _query_expressions(request: dict[str, Any]) -> _QueryExpressions | None:
+    """The filter and projection of a Query whose placeholders are each defined and used
+    (moto refuses only unused names; DynamoDB unused values too), its values plain; parsed
+    by moto, whose refusals are left to it."""
+    names = request.get("ExpressionAttributeNames", {})
+    values = request.get("ExpressionAttributeValues", {})
+    if not isinstance(names, dict) or not isinstance(values, dict):
+        return None
+    if ("ExpressionAttributeNames" in request and not names) or not values:
+        return None
+    texts = [request.get(field) for field in ("FilterExpression", "ProjectionExpression")]
+    if any(text is not None and (not isinstance(text, str) or not text.strip()) for text in texts):
+        return None
+    used = set(_PLACEHOLDER.findall(request["KeyConditionExpression"]))
+    used.update(found for text in texts if text for found in _PLACEHOLDER.findall(text))
+    if used != names.keys() | values.keys():
+        return None
+    if not all(_plain(value, binary=False) for value in values.values()):
+        return None
+    filter_text, projection_text = texts
+    try:
+        projection = (
+            ProjectionExpressionParser(projection_text, names).parse() if projection_text else None
+        )
+        condition = get_filter_expression(filter_text, names, values) if filter_text else None
+    except Exception:  # whatever moto refuses, moto answers
+        return None
+    return _QueryExpressions(condition, projection)
+
+
+def query(backend: DynamoDBBackend, params: dict[str, Any]) -> bytes | None:
+    """A Query of one partition of a table of the handled shape, answered as moto's
+    (`_query.page`, then the filter and the projection), its items encoded straight from
+    moto's values."""
+    if not _read_fields_ok(params, _QUERY_FIELDS):
+        return None
+    table = _table(backend, params.get("TableName"))
+    condition = _key_condition(table, params) if table is not None else None
+    expressions = _query_expressions(params) if condition is not None else None
+    limit = params.get("Limit")
+    forward = params.get("ScanIndexForward", True)
+    start = params.get("ExclusiveStartKey")
+    if table is None or condition is None or expressions is None:
+        return None
+    if not isinstance(forward, bool):
+        return None
+    if limit is not None and (type(limit) is not int or limit < 1):
+        return None
+    if start is not None and _exact_key(table, start) is None:
+        return None
+    found, last_key = _query.page(
+        table,
+        table.items.get(condition.partition) or {},
+        start=None if start is None else start[table.range_key_attr]["S"],
+        forward=forward,
+        matches=_query.key_test(condition.comparison, condition.operands),
+        limit=limit,
+    )
+    scanned = len(found)
+    if expressions.filter is not None:
+        found = [item for item in found if expressions.filter.expr(item)]
+    if expressions.projection:
+        found = [copy.deepcopy(item).project(expressions.projection) for item in found]
+    result: dict[str, Any] = {
+        "Count": len(found),
+        "ScannedCount": scanned,
+        "Items": [_attributes(item) for item in found],
+    }
+    if last_key is not None:
+        result["LastEvaluatedKey"] = dynamo_to_dict(last_key)
+    return encode(result).encode()
+
+
+_SCALARS = frozenset({"S", "N", "B"})
+
+
+def _attributes(item: Item) -> dict[str, Any]:
+    """An item as moto's result conversion (`dynamo_to_dict`) leaves it, strings, numbers and
+    binary values kept as bytes taken as they are."""
+    return {
+        name: {value.type: value.value}
+        if type(value.value) is (bytes if value.type == "B" else str) and value.type in _SCALARS
+        else dynamo_to_dict(value)
+        for name, value in item.attrs.items()
+    }
+
+
 _HANDLERS: dict[str, Handler] = {
     "TransactWriteItems": transact_write_items,
     "UpdateItem": update_item,
@@ -612,4 +778,5 @@ _HANDLERS: dict[str, Handler] = {
     "DeleteItem": delete_item,
     "GetItem": get_item,
     "BatchGetItem": batch_get_item,
+    "Query": query,
 }

@@ -5,14 +5,17 @@ through its generic type machinery, then deep-copying the page: a catch-up read 
 with every stream anyone ever wrote. This Query looks up the one partition, orders its string
 sort keys as DynamoDB does (by code point, which is UTF-8 byte order), and applies the same
 rules as moto's: the key condition, the exclusive start key, Limit and the 1 MB page, then the
-filter and the projection. Anything else (an index, a number or binary sort key, legacy
-`KeyConditions` filters, a multi-attribute key) goes to moto's own Query.
+filter and the projection, sorting only the items after the start key and measuring items
+as moto does but without its generic walk. Anything else (an index, a number or binary sort
+key, legacy `KeyConditions` filters, a multi-attribute key, a start key without a string sort
+key) goes to moto's own Query. `page` also serves the Query of `_item_requests`.
 `tests/integration/test_emulator_fast_paths.py` runs both on the same tables and compares them.
 """
 
 from __future__ import annotations
 
 import copy
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -60,8 +63,96 @@ def _handled(
     )
 
 
-def _sort_key(item: Item) -> str:
-    return str(item.range_key.value)  # type: ignore[union-attr]
+# moto refuses to store an item larger than this, by the measure its `Item.size` takes (its
+# `LimitedSizeDict` checks every attribute set): no stored item is larger.
+MAX_ITEM_SIZE = 405_000
+
+
+def key_test(comparison: str | None, operands: tuple[str, ...]) -> Callable[[str], bool] | None:
+    """The test of a sort key by moto's name for the comparison (None: every key passes)."""
+    if comparison is None:
+        return None
+    test = _RANGE_TESTS[comparison]
+    return lambda key: test(key, *operands)
+
+
+def _text_size(text: str | bytes) -> int:
+    return len(text) if isinstance(text, bytes) or text.isascii() else len(text.encode())
+
+
+def item_size(item: Item) -> int:
+    """`item.size()`, as moto measures an item (names and values in bytes, binary values as
+    it keeps them, numbers as their text), with strings and binary values measured here:
+    moto's generic walk over each value was most of a large Query's time."""
+    size = 0
+    for name, value in item.attrs.items():
+        kind = value.type
+        if kind == "S" or kind == "B":
+            size += _text_size(name) + _text_size(value.value)
+        else:
+            size += _text_size(name) + value.size()
+    return size
+
+
+def page(
+    table: Table,
+    partition: dict[DynamoType, Item],
+    start: str | None,
+    forward: bool,
+    matches: Callable[[str], bool] | None,
+    limit: int | None,
+) -> tuple[list[Item], dict[str, Any] | None]:
+    """One page of a Query of `partition` (string sort keys) as moto answers it: the items
+    after `start` in key order that `matches` keeps, ended by `limit` or by moto's 1 MB rule,
+    and the key to go on from (None: nothing after them).
+
+    moto's rule: once a page has items, the next item in key order, matching or not, ends it
+    when the page is full. The matching items are consecutive in key order, so once the page
+    has items, one that does not match means the rest do not either; they still end the page
+    if one of them would not fit in it, which no item can while the page holds less than 1 MB
+    less the largest item. Only the items after `start` are sorted."""
+    # Items, not (key, item) pairs: a page of a large partition would allocate a pair per
+    # item, enough to set off the cyclic collector's passes over all of moto's objects.
+    if start is None:
+        after = list(partition.values())
+    elif forward:
+        after = [item for key, item in partition.items() if key.value > start]
+    else:
+        after = [item for key, item in partition.items() if key.value < start]
+    after.sort(key=_sort_key, reverse=not forward)
+    results: list[Item] = []
+    size = 0
+    for item in after:
+        key = item.range_key.value  # type: ignore[union-attr]
+        if results:
+            if len(results) == limit:
+                return results, table._get_last_evaluated_key(results[-1], None)
+            past = matches is not None and not matches(key)
+            if past and size + MAX_ITEM_SIZE <= RESULT_SIZE_LIMIT:
+                break
+            item_bytes = item_size(item)
+            if size + item_bytes > RESULT_SIZE_LIMIT:
+                return results, table._get_last_evaluated_key(results[-1], None)
+            if past:
+                continue
+        elif matches is not None and not matches(key):
+            continue
+        else:
+            item_bytes = item_size(item)
+        results.append(item)
+        size += item_bytes
+    return results, None
+
+
+_sort_key = operator.attrgetter("range_key.value")
+
+
+def _usable_start(table: Table, exclusive_start_key: dict[str, Any] | None) -> bool:
+    """No start key, or one naming a string sort key (moto has its own answer to others)."""
+    if not exclusive_start_key:
+        return True
+    value = exclusive_start_key.get(table.range_key_attr)  # type: ignore[arg-type]
+    return isinstance(value, dict) and isinstance(value.get("S"), str)
 
 
 def _start_key(table: Table, exclusive_start_key: dict[str, Any] | None) -> str | None:
@@ -94,7 +185,7 @@ def query(
         index_name,
         range_key_conditions,
         filter_kwargs,
-    ):
+    ) or not _usable_start(self, exclusive_start_key):
         if _observer is not None:
             _observer(self)
         return _moto_query(
@@ -114,30 +205,14 @@ def query(
             **filter_kwargs,
         )
     partition: dict[DynamoType, Item] = self.items.get(hash_key) or {}
-    ordered = sorted(partition.values(), key=_sort_key)
-    start = _start_key(self, exclusive_start_key)
-    forward = scan_index_forward is not False
-    if not forward:
-        ordered.reverse()
-    test = _RANGE_TESTS[range_comparison] if range_comparison else None
-    bounds = [obj.value for obj in range_objs]
-
-    results: list[Item] = []
-    size = 0
-    last_evaluated_key = None
-    for item in ordered:
-        key = item.range_key.value  # type: ignore[union-attr]
-        if start is not None and (key <= start if forward else key >= start):
-            continue
-        # As moto does: once a page has items, the next item in key order ends it when the
-        # page is full, whether or not that item matches.
-        if results and (len(results) == limit or size + item.size() > RESULT_SIZE_LIMIT):
-            last_evaluated_key = self._get_last_evaluated_key(results[-1], None)
-            break
-        if test is not None and not test(key, *bounds):
-            continue
-        results.append(item)
-        size += item.size()
+    results, last_evaluated_key = page(
+        self,
+        partition,
+        start=_start_key(self, exclusive_start_key),
+        forward=scan_index_forward is not False,
+        matches=key_test(range_comparison, tuple(obj.value for obj in range_objs)),
+        limit=limit,
+    )
     scanned = len(results)
     if filter_expression is not None:
         results = [item for item in results if filter_expression.expr(item)]

@@ -5,12 +5,15 @@ the store sees) must be equal."""
 from __future__ import annotations
 
 import itertools
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from emulator_support import in_process_dynamodb, use_fast_paths
+
+from durable_streams_aws.infra.moto_patches import _item_requests
 
 
 @pytest.fixture(scope="module")
@@ -252,3 +255,81 @@ def test_request_ids_have_moto_s_form(dynamodb: Any, table: str) -> None:
             use_fast_paths(True)
         assert len(ids) == 3
         assert all(len(id) == 52 and id.isascii() and id.isalnum() for id in ids)
+
+
+def test_the_store_s_queries_are_answered_by_the_fast_layer(
+    dynamodb: Any, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The forms the store sends are answered without moto's web stack (and every form the
+    layer does not know is left to moto): a test above could otherwise pass by never reaching
+    the layer's Query."""
+    answered: list[bool] = []
+    handler = _item_requests._HANDLERS["Query"]
+
+    def recording(*args: Any) -> Any:
+        found = handler(*args)
+        answered.append(found is not None)
+        return found
+
+    monkeypatch.setitem(_item_requests._HANDLERS, "Query", recording)
+    values = {":p": {"S": "a"}, ":a": {"S": "c#0003"}, ":b": {"S": "c#0030"}}
+    handled = [
+        {"KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b", "Limit": 7},
+        {"KeyConditionExpression": "pk = :p AND sk BETWEEN :b AND :a"},  # matches nothing
+        {"KeyConditionExpression": "pk = :p AND sk > :a", "ConsistentRead": True},
+        {"KeyConditionExpression": "pk = :p AND begins_with(sk, :a)", "ScanIndexForward": False},
+        {
+            "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b",
+            "ProjectionExpression": "sk, #n",
+            "FilterExpression": "#n > :ten",
+            "ExpressionAttributeNames": {"#n": "n"},
+        },
+    ]
+    left = [
+        {"KeyConditionExpression": "#k = :p AND sk > :a", "ExpressionAttributeNames": {"#k": "pk"}},
+        {"KeyConditionExpression": "pk = :p AND sk > :a", "ReturnConsumedCapacity": "TOTAL"},
+        {"KeyConditionExpression": "pk=:p AND sk > :a"},
+        {"KeyConditionExpression": "pk = :p AND sk > :a", "Select": "COUNT"},
+        {"KeyConditionExpression": "pk = :p AND sk > :unused"},
+        {"KeyConditionExpression": "pk = :p AND sk > :a", "ExclusiveStartKey": {"pk": {"S": "a"}}},
+        {"KeyConditionExpression": "pk = :p AND data > :a"},
+    ]
+    for extra, fast in [(e, True) for e in handled] + [(e, False) for e in left]:
+        request: dict[str, Any] = {"TableName": table, **extra}
+        used = {p for p in values if p in str(extra)}
+        request["ExpressionAttributeValues"] = {p: values[p] for p in used}
+        if ":ten" in str(extra):
+            request["ExpressionAttributeValues"][":ten"] = {"N": "10"}
+        if ":unused" in str(extra):
+            request["ExpressionAttributeValues"][":unused"] = {"S": "c#"}
+            request["ExpressionAttributeValues"][":extra"] = {"S": "c#"}
+        answered.clear()
+        both = both_ways(lambda request=request: dynamodb.query(**request))
+        assert both[0] == both[1], extra
+        assert answered[:1] == [fast], extra
+
+
+def test_a_query_s_body_is_byte_for_byte_moto_s(dynamodb: Any, table: str) -> None:
+    """The raw body, not only what botocore makes of it: the same JSON, in the same order, as
+    moto's Query answers through the serialiser patch."""
+    request = {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :p AND sk > :a",
+        "ExpressionAttributeValues": {":p": {"S": "a"}, ":a": {"S": "c#0002"}},
+        "Limit": 5,
+    }
+    bodies: list[bytes] = []
+
+    def keep(http_response: Any, **_: Any) -> None:
+        bodies.append(http_response.content)
+
+    dynamodb.meta.events.register("after-call.dynamodb.Query", keep)
+    try:
+        dynamodb.query(**request)
+        _item_requests.uninstall()  # moto's Query, with the other patches (its serialiser's)
+        dynamodb.query(**request)
+    finally:
+        _item_requests.install()
+        dynamodb.meta.events.unregister("after-call.dynamodb.Query", keep)
+    assert len(bodies) == 2 and bodies[0] == bodies[1]
+    assert json.loads(bodies[0])["Count"] == 5
