@@ -162,6 +162,12 @@ class Settings(BaseModel):
     )
     max_append_bytes: int = Field(4 * MIB, gt=0, description="largest accepted request body")
     inline_max_bytes: int = Field(64 * 1024, gt=0, le=200 * 1024)
+    chunk_cache_bytes: int = Field(
+        32 * MIB,
+        ge=0,
+        description="memory for the chunks an instance committed or read (0: none), so a read "
+        "of recent history skips the Query",
+    )
     ttl_renew_fraction: float = Field(0.1, gt=0, le=1)
     write_deadline: float = Field(10.0, gt=0, description="seconds to win a contended write")
     function_timeout: float | None = Field(

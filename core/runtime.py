@@ -79,6 +79,7 @@ def build_backend(
         settings.table,
         settings.bucket,
         inline_max_bytes=settings.inline_max_bytes,
+        chunk_cache_bytes=settings.chunk_cache_bytes,
         renew_fraction=settings.ttl_renew_fraction,
         write_deadline=settings.write_deadline,
         telemetry=telemetry,

@@ -18,6 +18,7 @@ from botocore.exceptions import ClientError
 from ..protocol.headers import is_json
 from . import _items as items
 from . import _segments as layout
+from ._chunk_cache import ChunkCache
 from ._chunk_layout import Chunk, ObjectGone, data_prefix, decode_chunk, incarnation_of
 from ._segment_cache import SegmentCache
 from .aws import call, each_item, error_code, pages
@@ -28,6 +29,8 @@ DEFAULT_INLINE_MAX_BYTES = 64 * 1024
 # Packed message lengths above this size go to S3 beside the chunk's bytes.
 _INLINE_INDEX_MAX_BYTES = 64 * 1024
 _QUERY_PAGE_ITEMS = 500
+# What the chunks this process committed or read may hold in memory (`ChunkCache`).
+DEFAULT_CHUNK_CACHE_BYTES = 32 * 1024 * 1024
 # Reads started again when an object vanished under them (see ObjectGone).
 _GONE_RETRIES = 4
 
@@ -46,7 +49,13 @@ class StoredBody:
 
 class ChunkStore:
     def __init__(
-        self, dynamodb: Any, s3: Any, table: str, bucket: str, inline_max_bytes: int
+        self,
+        dynamodb: Any,
+        s3: Any,
+        table: str,
+        bucket: str,
+        inline_max_bytes: int,
+        cache_bytes: int = DEFAULT_CHUNK_CACHE_BYTES,
     ) -> None:
         self.dynamodb = dynamodb
         self.s3 = s3
@@ -54,6 +63,17 @@ class ChunkStore:
         self.bucket = bucket
         self.inline_max_bytes = inline_max_bytes
         self.segments = SegmentCache()
+        self.recent = ChunkCache(cache_bytes)
+
+    def committed(self, actions: Iterable[dict[str, Any]]) -> None:
+        """A transaction of these actions committed: the chunks it wrote are readable as they
+        are, once the stream's tail reaches them (`ChunkCache`)."""
+        for action in actions:
+            item = action.get("Put", {}).get("Item", {})
+            partition = item.get("pk", {}).get("S", "")
+            if partition.startswith(items.CHUNK_PREFIX) and "st" in item:
+                incarnation = partition.removeprefix(items.CHUNK_PREFIX)
+                self.recent.remember(incarnation, [decode_chunk(item)])
 
     def store_body(self, incarnation: str, payload: Payload) -> StoredBody:
         """Small bodies travel inline in the commit; large ones go to S3 first, under a fresh
@@ -348,8 +368,8 @@ class ChunkStore:
         """Chunks and segments of one incarnation that end after `position`, in order of their
         ends. The caller stops at the segment's end, which keeps out chunks committed after
         the metadata it holds and the source's appends after a fork point; a chunk that
-        straddles a fork point is cut by the caller. Sealed segments this process already
-        knows are served without a Query.
+        straddles a fork point is cut by the caller. Sealed segments and chunks this process
+        already knows (`SegmentCache`, `ChunkCache`) are served without a Query.
 
         A reader whose budget ends at `reach` needs the items that end by `reach` and the one
         that straddles it, which, holding its bytes inline, ends less than an inline chunk
@@ -362,6 +382,8 @@ class ChunkStore:
         position = max(position, segment.start)
         while position < segment.end:
             known = self.segments.covering(segment.incarnation, position)
+            if known is None:
+                known = self.recent.covering(segment.incarnation, position)
             if known is None:
                 break
             yield known
@@ -390,6 +412,7 @@ class ChunkStore:
             for chunk in found:
                 if chunk.sealed:
                     self.segments.remember(segment.incarnation, chunk)
+            self.recent.remember(segment.incarnation, found)
             # Items past the segment's end are passed on too: the reader skips them while
             # it looks for a segment that holds its position (replaced chunks may still be
             # there, their neighbours deleted), and stops once it reaches the end.

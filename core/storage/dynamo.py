@@ -39,7 +39,12 @@ from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import _items as items
 from . import _requests as requests
 from ._append import Appender
-from ._chunks import DEFAULT_INLINE_MAX_BYTES, ChunkStore, StoredBody
+from ._chunks import (
+    DEFAULT_CHUNK_CACHE_BYTES,
+    DEFAULT_INLINE_MAX_BYTES,
+    ChunkStore,
+    StoredBody,
+)
 from ._fork import new_stream_settings, resolve_fork
 from ._group import GroupCommits
 from ._ranges import DEFAULT_VOID_AFTER_SECONDS, PUBLISH_EVERY, QUIET_SECONDS
@@ -71,6 +76,7 @@ class DynamoStore:
         bucket: str,
         *,
         inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
+        chunk_cache_bytes: int = DEFAULT_CHUNK_CACHE_BYTES,
         renew_fraction: float = 0.1,
         write_deadline: float = 10.0,
         clock: Callable[[], float] = time.time,
@@ -90,7 +96,9 @@ class DynamoStore:
         self.s3 = s3
         self.table = table
         self.bucket = bucket
-        self.chunks = ChunkStore(dynamodb, s3, table, bucket, inline_max_bytes)
+        self.chunks = ChunkStore(
+            dynamodb, s3, table, bucket, inline_max_bytes, cache_bytes=chunk_cache_bytes
+        )
         self.renew_fraction = renew_fraction
         self.write_deadline = write_deadline
         self.clock = clock
@@ -429,6 +437,7 @@ class DynamoStore:
             TransactItems=actions,
             ClientRequestToken=request_token(),
         )
+        self.chunks.committed(actions)
 
 
 def _new_incarnation(now: float) -> str:

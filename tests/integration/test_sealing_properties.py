@@ -113,10 +113,20 @@ def check_one_read(store: DynamoStore, path: str, expected: Expected, rng: rando
     assert batch.end > start or start == info.tail
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 4])
-def test_random_interleavings_read_back_what_the_model_holds(backend: Backend, seed: int) -> None:
+@pytest.mark.parametrize(
+    ("seed", "cache_bytes"),
+    [(1, None), (2, None), (3, None), (4, None), (1, 0), (2, 900), (3, 2500)],
+)
+def test_random_interleavings_read_back_what_the_model_holds(
+    backend: Backend, seed: int, cache_bytes: int | None
+) -> None:
+    """`cache_bytes`: what each instance's chunk cache holds (None: the default, all of it
+    here; 0: none; a few entries, so that reads go from memory to queries and back)."""
     rng = random.Random(seed)
-    stores = [store_on(backend, seal_mark_bytes=150), store_on(backend, seal_mark_bytes=150)]
+    options: dict[str, int] = {"seal_mark_bytes": 150}
+    if cache_bytes is not None:
+        options["chunk_cache_bytes"] = cache_bytes
+    stores = [store_on(backend, **options), store_on(backend, **options)]
     model = Model(rng)
     for _ in range(200):
         step(model, stores, rng)

@@ -1,0 +1,161 @@
+"""The chunk cache (`core.storage._chunk_cache`) across instances, as Lambda instances run:
+what a writer committed it reads back without a Query, another instance reads the same bytes
+from DynamoDB and then from its own memory, and every read, at every position and budget, is
+the same batch whether it came from memory or from the table; through sealing, a fork, and
+the stream deleted and made again."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sealing_support import (
+    BYTES,
+    JSON,
+    Expected,
+    append_units,
+    check_everywhere,
+    filled_stream,
+)
+from support import store_on
+
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import (
+    CreateSpec,
+    DynamoStore,
+    ForkRequest,
+    Sealer,
+    SealPolicy,
+)
+
+
+class Queries:
+    """Counts the Query calls of the (shared) DynamoDB client."""
+
+    def __init__(self, client: Any) -> None:
+        self.count = 0
+        self._client = client
+
+    def __call__(self, **_: Any) -> None:
+        self.count += 1
+
+    def taken(self) -> int:
+        found, self.count = self.count, 0
+        return found
+
+
+@pytest.fixture
+def queries(backend: Backend) -> Iterator[Queries]:
+    counter = Queries(backend.dynamodb)
+    backend.dynamodb.meta.events.register("before-call.dynamodb.Query", counter)
+    yield counter
+    backend.dynamodb.meta.events.unregister("before-call.dynamodb.Query", counter)
+
+
+def read_all(store: DynamoStore, path: str, budget: int = 1 << 20) -> bytes | list[bytes]:
+    info = store.get(path)
+    assert info is not None
+    position, data, messages = 0, b"", []
+    while position < info.tail:
+        batch = store.read(info, position, budget)
+        assert batch.end > position
+        data += batch.data or b""
+        messages.extend(batch.messages or ())
+        position = batch.end
+    return messages if info.content_type == JSON else data
+
+
+def same_reads(cached: DynamoStore, uncached: DynamoStore, path: str) -> None:
+    """Reads of a stream's chunks (not yet sealed) from the positions around every 4th
+    chunk's bounds and a sample of others, at several budgets, whole or not, are the same
+    batches from memory as from DynamoDB."""
+    info = uncached.get(path)
+    assert info is not None
+    bounds = sorted({batch.end for batch in _batches(uncached, path)})
+    starts = {p + d for p in bounds[::4] for d in (-1, 0, 1)}
+    starts.update(random.Random(path).sample(range(info.tail + 1), min(20, info.tail + 1)))
+    for start in sorted(p for p in starts if 0 <= p <= info.tail):
+        for budget in (1, 37, 400, 1 << 20):
+            for whole in (False, True):
+                assert cached.read(info, start, budget, whole) == uncached.read(
+                    info, start, budget, whole
+                ), (path, start, budget, whole)
+
+
+def _batches(store: DynamoStore, path: str) -> Iterator[Any]:
+    """The batches of a read of the whole stream in 1-byte budgets: one per append."""
+    info = store.get(path)
+    assert info is not None
+    position = 0
+    while position < info.tail:
+        batch = store.read(info, position, 1)
+        yield batch
+        position = batch.end
+
+
+@pytest.mark.parametrize("content_type", [BYTES, JSON])
+def test_a_writer_reads_what_it_committed_without_a_query(
+    backend: Backend, queries: Queries, content_type: str
+) -> None:
+    writer, other = store_on(backend), store_on(backend)
+    expected = filled_stream(writer, "s", content_type, appends=60)
+    want = expected.units if content_type == JSON else expected.data()
+    queries.taken()
+    assert read_all(writer, "s") == want
+    assert queries.taken() == 0
+    assert read_all(other, "s") == want  # from DynamoDB
+    assert queries.taken() >= 1
+    assert read_all(other, "s") == want  # now from its own memory
+    assert queries.taken() == 0
+    same_reads(writer, store_on(backend, chunk_cache_bytes=0), "s")
+
+
+def test_reads_from_memory_and_from_the_table_agree_through_sealing_forks_and_recreation(
+    backend: Backend,
+) -> None:
+    writer, reader = store_on(backend), store_on(backend)
+    table = store_on(backend, chunk_cache_bytes=0)  # what DynamoDB and S3 hold
+    expected = filled_stream(writer, "s", BYTES, appends=40, seed=2)
+    assert read_all(reader, "s") == expected.data()
+    same_reads(writer, table, "s")
+    same_reads(reader, table, "s")
+    # Sealed pages are read in other batches (whole pages) than chunks: each read is checked
+    # against what the stream holds, from memory (the chunks) or from the segments.
+    policy = SealPolicy(segment_bytes=900, hot_bytes=0, page_bytes=300)
+    Sealer(store_on(backend), policy).seal("s")
+    for store in (writer, reader, table):
+        check_everywhere(store, "s", expected)
+    point = expected.boundaries()[25]
+    writer.create("f", CreateSpec(BYTES, fork=ForkRequest("s", point)))
+    fork = Expected(BYTES, units=[expected.data()[:point]])
+    append_units(reader, "f", fork, [b"after the fork point"])
+    append_units(writer, "s", expected, [b"after the fork, in the source"])
+    for store in (writer, reader, table):
+        check_everywhere(store, "f", fork)
+        check_everywhere(store, "s", expected)
+
+
+def test_a_stream_made_again_is_read_as_it_now_is(backend: Backend) -> None:
+    """Deleted and made again, a path is a new incarnation, which no memory holds."""
+    writer, reader = store_on(backend), store_on(backend)
+    table = store_on(backend, chunk_cache_bytes=0)
+    old = filled_stream(writer, "r", BYTES, appends=10, seed=4)
+    assert read_all(reader, "r") == old.data()
+    reader.delete("r")
+    writer.create("r", CreateSpec(BYTES))
+    again = Expected(BYTES)
+    append_units(reader, "r", again, [b"new"])
+    append_units(writer, "r", again, [b"er"])
+    for store in (writer, reader):
+        assert read_all(store, "r") == b"newer"
+        same_reads(store, table, "r")
+
+
+def test_a_small_cache_reads_from_memory_and_the_table_in_turn(backend: Backend) -> None:
+    small = store_on(backend, chunk_cache_bytes=2000)
+    expected = filled_stream(small, "s", JSON, appends=80, seed=3)
+    assert small.chunks.recent.held_bytes <= 2000
+    assert read_all(small, "s", budget=300) == expected.units
+    same_reads(small, store_on(backend, chunk_cache_bytes=0), "s")
