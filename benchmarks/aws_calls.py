@@ -21,16 +21,26 @@ import httpx
 from durable_streams_aws.core.app import create_app
 from durable_streams_aws.core.auth import mint_token, parse_grants, parse_key_set
 from durable_streams_aws.core.config import Settings
+from durable_streams_aws.core.protocol.append import AppendIntent
 from durable_streams_aws.core.runtime import (
     Backend,
     build_backend,
     ensure_resources,
+    seal_policy,
     use_emulator_credentials,
 )
-from durable_streams_aws.core.storage import CreateSpec
+from durable_streams_aws.core.storage import CreateSpec, DynamoStore, Payload, Sealer
 from durable_streams_aws.infra.emulator import Emulator
 
 REPEATS = 20
+# History written the way chat messages and tokens arrive: this much, in appends of this size.
+SMALL_HISTORY_BYTES = 4 * 1024 * 1024
+SMALL_APPEND_BYTES = 1024
+HISTORY_READS = 3
+MIB = 1024 * 1024
+# AWS calls per MiB of such history read at b79c177 (before the chunk cache, when a chunk
+# Query stopped at 500 items), by the writer and by a new instance alike: what it may not exceed.
+SMALL_HISTORY_BUDGETS = {"chunks": 2.5, "sealed": 0.75}
 IDLE_WAIT_SECONDS = 3.0
 AUDIENCE = "durable-streams"
 POLL_INTERVAL = 0.2
@@ -115,6 +125,7 @@ async def run() -> list[Row]:
             other.store.create(f"cold-{i}", CreateSpec("text/plain"))
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
             rows = await _scenarios(client, meter)
+        rows += await _small_append_history(backend, other, meter)
         # The same store behind an app with access control on.
         secured = backend.settings.model_copy(update={"auth": True, "auth_secret": BENCH_KEY})
         transport = httpx.ASGITransport(app=create_app(secured, backend.store))
@@ -123,6 +134,60 @@ async def run() -> list[Row]:
 
 
 BENCH_KEY = "benchmark-key-" + "k" * 32
+
+
+async def _small_append_history(backend: Backend, writer: Backend, meter: CallMeter) -> list[Row]:
+    """Catch-up reads of history written in 1 KiB appends, per MiB read: by instances new to
+    it (each read on a store of its own, as a Lambda instance that never met the stream),
+    and by the instance that wrote it; before the sealer ran and after."""
+    path = "small-history"
+    writer.store.create(path, CreateSpec("text/plain"))
+    body = b"s" * SMALL_APPEND_BYTES
+    for _ in range(SMALL_HISTORY_BYTES // SMALL_APPEND_BYTES):
+        writer.store.append(path, AppendIntent("text/plain", True, False), Payload(body))
+
+    def fresh() -> DynamoStore:
+        settings = backend.settings
+        return DynamoStore(backend.dynamodb, backend.s3, settings.table, settings.bucket)
+
+    async def read_on(store: DynamoStore) -> int:
+        transport = httpx.ASGITransport(app=create_app(backend.settings, store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+            offset, read = "-1", 0
+            while True:
+                response = await client.get(f"/v1/stream/{path}", params={"offset": offset})
+                assert response.status_code == 200, response.text
+                read += len(response.content)
+                offset = response.headers["Stream-Next-Offset"]
+                if response.headers.get("Stream-Up-To-Date") == "true":
+                    return read
+
+    async def per_mib(name: str, budget: float | None, store: Any) -> Row:
+        meter.reset()
+        started, read = time.perf_counter(), 0
+        for _ in range(HISTORY_READS):
+            read += await read_on(store() if callable(store) else store)
+        elapsed = time.perf_counter() - started
+        mib = read / MIB
+        detail = ", ".join(f"{op} {count / mib:.2f}" for op, count in sorted(meter.calls.items()))
+        overhead = (elapsed - meter.aws_seconds) / mib * 1000
+        return Row(name, sum(meter.calls.values()) / mib, detail, overhead, budget)
+
+    meter.attach_backend(writer)  # its store reads through its own clients
+    size = f"{SMALL_HISTORY_BYTES // MIB} MiB in {SMALL_APPEND_BYTES // 1024} KiB appends"
+    rows = [
+        await per_mib(f"per MiB of {size}, new instance", SMALL_HISTORY_BUDGETS["chunks"], fresh),
+        await per_mib(f"per MiB of {size}, the writer", SMALL_HISTORY_BUDGETS["chunks"],
+                      writer.store),
+    ]  # fmt: skip
+    Sealer(writer.store, seal_policy(backend.settings)).seal(path)
+    rows += [
+        await per_mib(f"per MiB of {size}, sealed, new instance", SMALL_HISTORY_BUDGETS["sealed"],
+                      fresh),
+        await per_mib(f"per MiB of {size}, sealed, the writer", SMALL_HISTORY_BUDGETS["sealed"],
+                      writer.store),
+    ]  # fmt: skip
+    return rows
 
 
 async def _access_scenarios(client: httpx.AsyncClient, meter: CallMeter) -> list[Row]:
