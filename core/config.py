@@ -7,6 +7,7 @@ not discovered by the first request that needs them.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -188,6 +189,12 @@ class Settings(BaseModel):
     stale_while_revalidate: int = Field(300, ge=0)
     cache_timeout_max_age: int = Field(
         1, ge=0, le=5, description="seconds a long-poll 204 may be cached (collapsing)"
+    )
+    cache_timeout_stale_while_revalidate: int | None = Field(
+        None,
+        ge=0,
+        description="seconds a cache may serve an expired long-poll 204 while it asks the "
+        "origin again (default: the long-poll timeout, rounded up)",
     )
     retry_after_seconds: int = 1
     listing: bool = Field(
@@ -422,6 +429,7 @@ class Settings(BaseModel):
             self.cache_max_age,
             self.stale_while_revalidate,
             self.cache_timeout_max_age,
+            self.cache_timeout_stale_seconds,
         )
 
     @property
@@ -482,6 +490,14 @@ class Settings(BaseModel):
             self.webhook_secret_id,
             self.webhook_localhost_allowed,
         )
+
+    @property
+    def cache_timeout_stale_seconds(self) -> int:
+        """How long an expired long-poll 204 may be served while a cache asks again: as long as
+        that request, itself a long-poll, may wait."""
+        if self.cache_timeout_stale_while_revalidate is not None:
+            return self.cache_timeout_stale_while_revalidate
+        return math.ceil(self.long_poll_timeout)
 
     @property
     def sse_window_seconds(self) -> float:

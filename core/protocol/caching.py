@@ -16,6 +16,14 @@ Every response carries an explicit Cache-Control, decided here. The rules, and w
   behind the one origin request (nginx lets waiters look every 500 ms), too short to matter
   otherwise. A reader served a stale 204 only polls again with the cursor it carries, a new
   cache key, so it never misses data or closure and never loops.
+- Once expired, a 204 may still be served for `timeout_stale_while_revalidate` seconds (the
+  long-poll timeout by default) while one request asks the origin again. Readers that lag
+  reach a 204's key after it expired; without that allowance nginx sends each of them to the
+  origin (its lock covers only new entries), and once data has arrived every one of them is a
+  data read. Served the stale 204, they move on to the key the others went to, whose answer
+  is cached already. The allowance covers one refresh, which is itself a long-poll, so it may
+  take as long as the long-poll timeout; the first refresh replaces the 204, so no reader is
+  served it stale after that.
 - SSE responses (`no-cache, no-store`), `offset=now` reads, HEAD, writes and errors
   (`no-store`) are never kept: they describe the tail as it is now.
 
@@ -51,6 +59,7 @@ class CacheRules:
     max_age: int = 60
     stale_while_revalidate: int = 300
     timeout_max_age: int = 1
+    timeout_stale_while_revalidate: int = 15
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,9 @@ def read_cache_control(rules: CacheRules, shape: ReadShape, seconds_to_expiry: f
     if shape.mode is ReadMode.LONG_POLL:
         if shape.has_data:
             return _shared(rules, rules.max_age, rules.stale_while_revalidate, seconds_to_expiry)
-        return _shared(rules, rules.timeout_max_age, 0, seconds_to_expiry)
+        return _shared(
+            rules, rules.timeout_max_age, rules.timeout_stale_while_revalidate, seconds_to_expiry
+        )
     return NO_STORE
 
 

@@ -9,6 +9,11 @@ nginx differs from CloudFront in ways the configuration has to make up for:
   cache (and its lock): they are never cached anyway, a stream would hold the lock for its
   whole lifetime, and `offset=now` long-polls queued one behind the other would each start at
   a later tail than their reader asked for;
+- its lock covers only new entries: every request for an expired entry goes to the origin,
+  where CloudFront holds those that arrive while it asks the origin again and hands them its
+  answer. Entries are therefore served stale while one request refreshes them, for as long as
+  the origin's `stale-while-revalidate` allows (so never past a stream's expiry), which is why
+  a long-poll 204 carries one (`core.protocol.caching`);
 - it converts HEAD to GET when caching unless told not to; here HEAD stays HEAD and the method
   is part of the key, as the function's x-ds-method header makes it for CloudFront;
 - it drops If-None-Match on requests it may cache, so a conditional request skips the cache
@@ -101,6 +106,9 @@ http {{
     log_format cdn '$request_method $request_uri $status $upstream_cache_status '
                    '$upstream_addr $request_time';
     access_log {work}/access.log cdn;
+    # Background refreshes of stale entries are subrequests, which nginx leaves out of the
+    # log unless told: with them, every request that reached the origin is in it.
+    log_subrequest on;
 
     client_body_temp_path {work}/client_body;
     proxy_temp_path {work}/proxy_temp;
@@ -172,7 +180,8 @@ http {{
             proxy_cache_lock_age {policy.collapse_wait}s;
             proxy_cache_revalidate on;
             proxy_ignore_headers Vary;  # as CloudFront, which keys only on Accept-Encoding
-            # Stale entries are served only as the origin's stale-while-revalidate allows.
+            # Stale entries are served only as the origin's stale-while-revalidate allows, while
+            # one background request refreshes them: the lock does not cover expired entries.
             proxy_cache_background_update on;
             add_header X-Cache-Status $upstream_cache_status always;
         }}

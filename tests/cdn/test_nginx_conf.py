@@ -62,6 +62,16 @@ def test_nothing_is_cached_on_nginx_own_account(tmp_path: Path) -> None:
     assert directive(conf, "proxy_ignore_headers") == ["Vary"]
 
 
+def test_stale_entries_are_served_only_as_the_origin_allows(tmp_path: Path) -> None:
+    """nginx's lock covers new entries only; an expired one is collapsed by serving it stale
+    while one request refreshes it, which the origin's stale-while-revalidate must allow (it
+    caps it at the stream's expiry), never nginx on its own account."""
+    conf = render(tmp_path)
+    assert directive(conf, "proxy_cache_use_stale") == []
+    assert directive(conf, "proxy_cache_background_update") == ["on"]
+    assert directive(conf, "log_subrequest") == ["on"]  # the refreshes are in the access log
+
+
 def test_loopback_and_private_files_only(tmp_path: Path) -> None:
     conf = render(tmp_path)
     assert directive(conf, "listen") == ["127.0.0.1:8081"]

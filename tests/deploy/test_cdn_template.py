@@ -53,6 +53,28 @@ def test_ttls_are_the_policys() -> None:
     )
     assert DEFAULT_POLICY.min_ttl == 0  # the origin's no-store must win
     assert Settings().cache_max_age + Settings().stale_while_revalidate <= 3600
+    # A 204 stays fresh a second and may be served stale as long as a long-poll lasts: the
+    # minimum TTL must not lengthen the first, and the maximum must hold both.
+    longest_poll = load_template()["Parameters"]["LongPollTimeout"]["MaxValue"]
+    slowest = Settings(long_poll_timeout=longest_poll).cache_rules
+    assert DEFAULT_POLICY.min_ttl <= slowest.timeout_max_age
+    assert slowest.timeout_max_age + slowest.timeout_stale_while_revalidate <= config["MaxTTL"]
+
+
+def test_origin_shield_is_off_unless_a_region_is_given() -> None:
+    template = load_template()
+    parameter = template["Parameters"]["OriginShieldRegion"]
+    assert parameter["Default"] == ""
+    assert template["Conditions"]["OriginShieldOn"] == {
+        "!Not": [{"!Equals": [{"!Ref": "OriginShieldRegion"}, ""]}]
+    }
+    assert distribution()["Origins"][0]["OriginShield"] == {
+        "!If": [
+            "OriginShieldOn",
+            {"Enabled": True, "OriginShieldRegion": {"!Ref": "OriginShieldRegion"}},
+            {"!Ref": "AWS::NoValue"},
+        ]
+    }
 
 
 def test_every_error_cloudfront_would_cache_has_its_ttl_set() -> None:

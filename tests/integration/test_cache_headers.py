@@ -18,7 +18,8 @@ from durable_streams_aws.core.protocol.cursor import next_cursor
 from durable_streams_aws.core.runtime import Backend
 
 SHARED = "public, max-age=60, stale-while-revalidate=300"
-TIMEOUT = "public, max-age=1, stale-while-revalidate=0"
+# Stale for as long as a long-poll lasts (0.3 s here, rounded up).
+TIMEOUT = "public, max-age=1, stale-while-revalidate=1"
 TEXT = {"Content-Type": "text/plain"}
 
 

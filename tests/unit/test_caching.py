@@ -128,9 +128,9 @@ def test_weak_etag_matches(if_none_match: str) -> None:
 
 # ---------------------------------------------------------------- Cache-Control
 
-RULES = CacheRules("public", 60, 300, 1)
+RULES = CacheRules("public", 60, 300, 1, 15)
 SHARED = "public, max-age=60, stale-while-revalidate=300"
-TIMEOUT = "public, max-age=1, stale-while-revalidate=0"
+TIMEOUT = "public, max-age=1, stale-while-revalidate=15"
 CATCH_UP, LONG_POLL, SSE = ReadMode.CATCH_UP, ReadMode.LONG_POLL, ReadMode.SSE
 
 
@@ -147,7 +147,8 @@ CATCH_UP, LONG_POLL, SSE = ReadMode.CATCH_UP, ReadMode.LONG_POLL, ReadMode.SSE
         (ReadShape(LONG_POLL, has_data=True, at_tail=True, closed=True), SHARED),
         # a long-poll reader moves on from Stream-Next-Offset with a new cursor
         (ReadShape(LONG_POLL, has_data=True, at_tail=True, closed=False), SHARED),
-        # a 204 is kept just long enough to reach every collapsed waiter
+        # a 204 is fresh just long enough to reach every collapsed waiter, and served stale
+        # to lagging readers while one request refreshes it
         (ReadShape(LONG_POLL, has_data=False, at_tail=True, closed=False), TIMEOUT),
         # read-your-writes: a catch-up reader stops at the open tail
         (ReadShape(CATCH_UP, has_data=True, at_tail=True, closed=False), NO_STORE),
@@ -226,9 +227,37 @@ def test_cache_control_capped_by_expiry(
     assert read_cache_control(rules, MID_STREAM, seconds_to_expiry) == expected
 
 
+TIMED_OUT = ReadShape(LONG_POLL, has_data=False, at_tail=True, closed=False)
+
+
 def test_a_timeout_is_not_cached_past_expiry() -> None:
-    shape = ReadShape(LONG_POLL, has_data=False, at_tail=True, closed=False)
-    assert read_cache_control(RULES, shape, 0.5) == NO_STORE
+    assert read_cache_control(RULES, TIMED_OUT, 0.5) == NO_STORE
+
+
+@pytest.mark.parametrize(
+    ("max_age", "stale", "seconds_to_expiry", "expected"),
+    [
+        (1, 15, None, "public, max-age=1, stale-while-revalidate=15"),
+        (1, 1, None, "public, max-age=1, stale-while-revalidate=1"),
+        (1, 0, None, "public, max-age=1, stale-while-revalidate=0"),
+        (5, 25, None, "public, max-age=5, stale-while-revalidate=25"),
+        (0, 15, None, NO_STORE),
+        (1, 15, 10.5, "public, max-age=1, stale-while-revalidate=9"),
+        (1, 15, 1.2, "public, max-age=1, stale-while-revalidate=0"),
+    ],
+)
+def test_a_timeout_is_served_stale_for_its_own_allowance(
+    max_age: int, stale: int, seconds_to_expiry: float | None, expected: str
+) -> None:
+    rules = CacheRules("public", 60, 300, max_age, stale)
+    assert read_cache_control(rules, TIMED_OUT, seconds_to_expiry) == expected
+
+
+@pytest.mark.parametrize("shape", [s for s in ALL_SHAPES if s != TIMED_OUT])
+def test_only_a_timeout_takes_the_timeout_allowances(shape: ReadShape) -> None:
+    """Every other answer is decided as before, whatever a 204 may be kept for."""
+    changed = CacheRules("public", 60, 300, 3, 99)
+    assert read_cache_control(changed, shape, None) == read_cache_control(RULES, shape, None)
 
 
 @pytest.mark.parametrize("seconds_to_expiry", [0.5, 1, 10, 59.9, 60, 61, 299, 3600, 10**9])

@@ -72,7 +72,7 @@ def test_components_are_given_typed_views_of_the_settings() -> None:
     assert streams.base_path == "/s"
     assert streams.limits == SizeLimits(10, 20, 30, 40_000)
     assert streams.live == LiveReads(0.5, 7, sse_window=False, sse_seconds=9)
-    assert streams.cache_rules == CacheRules("public", 3, 300, 1)
+    assert streams.cache_rules == CacheRules("public", 3, 300, 1, 7)
     assert settings.origin_lock_settings == OriginLockSettings("reads", "a" * 16, None, 11)
     assert settings.cors == CorsSettings(("https://a.example", "https://b.example"))
     assert not settings.cors.any_origin and Settings().cors.any_origin
@@ -102,6 +102,25 @@ def test_access_control_and_subscriptions_get_views_of_their_own() -> None:
     assert settings.subscription_settings == SubscriptionSettings(
         "eu-west-1", "https://sqs.example/q", 2, "text", None, False
     )
+
+
+@pytest.mark.parametrize(
+    ("long_poll_timeout", "stale"), [(0.2, 1), (1, 1), (1.5, 2), (15, 15), (25, 25), (0, 0)]
+)
+def test_a_timeout_is_served_stale_as_long_as_a_long_poll_lasts(
+    long_poll_timeout: float, stale: int
+) -> None:
+    # A cache that refreshes an expired 204 makes a long-poll of its own, which may wait the
+    # whole timeout; the stale copy covers the readers that arrive meanwhile.
+    rules = Settings(long_poll_timeout=long_poll_timeout).cache_rules
+    assert rules.timeout_stale_while_revalidate == stale
+    chosen = Settings(long_poll_timeout=long_poll_timeout, cache_timeout_stale_while_revalidate=3)
+    assert chosen.cache_rules.timeout_stale_while_revalidate == 3
+
+
+def test_the_timeout_allowance_comes_from_its_ds_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DS_CACHE_TIMEOUT_STALE_WHILE_REVALIDATE", "4")
+    assert load_settings().cache_rules.timeout_stale_while_revalidate == 4
 
 
 def test_an_sse_window_lasts_the_window_setting_or_a_long_poll() -> None:
