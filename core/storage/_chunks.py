@@ -380,10 +380,13 @@ class ChunkStore:
         small, and a page of them teaches the segment cache the layout ahead.
         """
         position = max(position, segment.start)
+        # History the stream item says is sealed is read as its segments, from memory or not:
+        # every instance then answers it in the same batches (pages), whatever it remembers.
+        recent = self.recent if reach is not None else None
         while position < segment.end:
             known = self.segments.covering(segment.incarnation, position)
-            if known is None:
-                known = self.recent.covering(segment.incarnation, position)
+            if known is None and recent is not None:
+                known = recent.covering(segment.incarnation, position)
             if known is None:
                 break
             yield known

@@ -68,9 +68,8 @@ def read_all(store: DynamoStore, path: str, budget: int = 1 << 20) -> bytes | li
 
 
 def same_reads(cached: DynamoStore, uncached: DynamoStore, path: str) -> None:
-    """Reads of a stream's chunks (not yet sealed) from the positions around every 4th
-    chunk's bounds and a sample of others, at several budgets, whole or not, are the same
-    batches from memory as from DynamoDB."""
+    """Reads from the positions around every 4th chunk's bounds and a sample of others, at
+    several budgets, whole or not, are the same batches from memory as from DynamoDB."""
     info = uncached.get(path)
     assert info is not None
     bounds = sorted({batch.end for batch in _batches(uncached, path)})
@@ -121,12 +120,14 @@ def test_reads_from_memory_and_from_the_table_agree_through_sealing_forks_and_re
     assert read_all(reader, "s") == expected.data()
     same_reads(writer, table, "s")
     same_reads(reader, table, "s")
-    # Sealed pages are read in other batches (whole pages) than chunks: each read is checked
-    # against what the stream holds, from memory (the chunks) or from the segments.
+    # History the stream item says is sealed is read as segments (whole pages) by every
+    # instance, whatever it remembers of the chunks: the same batches everywhere.
     policy = SealPolicy(segment_bytes=900, hot_bytes=0, page_bytes=300)
     Sealer(store_on(backend), policy).seal("s")
     for store in (writer, reader, table):
         check_everywhere(store, "s", expected)
+    same_reads(writer, store_on(backend, chunk_cache_bytes=0), "s")
+    same_reads(reader, store_on(backend, chunk_cache_bytes=0), "s")
     point = expected.boundaries()[25]
     writer.create("f", CreateSpec(BYTES, fork=ForkRequest("s", point)))
     fork = Expected(BYTES, units=[expected.data()[:point]])

@@ -37,7 +37,7 @@ def test_chunks_met_out_of_order_are_found_in_order() -> None:
         cache.remember("i", [chunk, chunk])  # met twice: kept once
     for position in range(500):
         assert cache.covering("i", position) == chunks[position // 10]
-    assert cache.held_bytes == sum(10 + 200 for _ in chunks)
+    assert cache.held_bytes == sum(10 + 450 for _ in chunks)
 
 
 def test_only_chunks_held_inline_or_void_are_kept() -> None:
@@ -53,7 +53,7 @@ def test_only_chunks_held_inline_or_void_are_kept() -> None:
 
 
 def test_the_oldest_entries_go_first_beyond_the_budget() -> None:
-    cache = ChunkCache(3 * (100 + 200))
+    cache = ChunkCache(3 * (100 + 450))
     for n in range(5):
         cache.remember("i", [inline(n * 100, n * 100 + 100)])
     assert cache.held_bytes <= cache.max_bytes
@@ -69,7 +69,7 @@ def test_the_oldest_entries_go_first_beyond_the_budget() -> None:
 
 
 def test_a_chunk_larger_than_the_budget_or_a_zero_budget_keeps_nothing() -> None:
-    cache = ChunkCache(250)
+    cache = ChunkCache(500)
     cache.remember("i", [inline(0, 100)])
     assert cache.covering("i", 0) is None and cache.held_bytes == 0
     none = ChunkCache(0)
