@@ -14,6 +14,7 @@ from starlette.types import ASGIApp
 
 from .config import Settings
 from .http.middleware import RequestActivity
+from .pause_trace import PauseTrace
 from .runtime import seal_policy
 from .storage import Collector, DynamoStore, Sealer
 from .storage.background import BackgroundCollector, BackgroundSealer, QuietWait
@@ -38,14 +39,21 @@ def prepare(
     store: DynamoStore,
     embedded: bool,
     compact: Callable[[], None] | None = None,
+    trace: PauseTrace | None = None,
 ) -> Serving:
     """`embedded`: the store is the emulator in this process. It answers one request at a
     time, so parallel deletes would only queue at its lock ahead of the readers, and a sweep
     waits for a quiet server: it competes with the requests for that lock and for the
     interpreter, and halved the rate of a catch-up read it met. `compact`: what to run after
     a sweep removed or rewrote something (the embedded emulator's journal compaction, which
-    decides whether the journal is now mostly history)."""
+    decides whether the journal is now mostly history). `trace`: where requests, collections
+    and sweeps are recorded (`DS_PAUSE_TRACE`)."""
     keep_collections_short()
+    listener = None
+    if trace is not None:
+        gc.callbacks.append(trace.collection)
+        app = trace.around(app)
+        listener = trace.sweep
     quiet = None
     if embedded and (settings.seal_interval > 0 or settings.collect_interval > 0):
         activity = RequestActivity()
@@ -55,12 +63,14 @@ def prepare(
     if settings.seal_interval > 0:
         deletes = 1 if embedded else DELETE_THREADS
         sealer = Sealer(store, seal_policy(settings), delete_threads=deletes)
-        sealing = BackgroundSealer(sealer, settings.seal_interval, quiet, after=compact).start()
+        sealing = BackgroundSealer(
+            sealer, settings.seal_interval, quiet, after=compact, listener=listener
+        ).start()
     collecting = None
     if settings.collect_interval > 0:
         collector = Collector(store, orphan_grace_seconds=settings.collect_grace_seconds)
         collecting = BackgroundCollector(
-            collector, settings.collect_interval, quiet, after=compact
+            collector, settings.collect_interval, quiet, after=compact, listener=listener
         ).start()
     return Serving(app, sealing, collecting)
 

@@ -22,6 +22,21 @@ class Report(Protocol):
 
 
 @dataclass(frozen=True)
+class SweepRun:
+    """One sweep, for a listener that explains pauses (`dsaws serve` with `DS_PAUSE_TRACE`):
+    when its interval ended, when it began (after the quiet wait, if any), when it and the
+    work after it ended (`time.monotonic()`), and the CPU time its thread spent meanwhile."""
+
+    name: str
+    due: float
+    started: float
+    swept: float
+    ended: float
+    thread_cpu: float
+    report: dict[str, int]
+
+
+@dataclass(frozen=True)
 class QuietWait:
     """A sweep that waits for the server to be quiet: until it has done no work on a request
     for `seconds` (`idle_for` says how long it has been), but never longer than `longest`."""
@@ -45,8 +60,10 @@ class BackgroundSweep:
         quiet: QuietWait | None = None,
         after: Callable[[], None] | None = None,
         did_work: Callable[[Report], bool] = lambda report: any(report.as_dict().values()),
+        listener: Callable[[SweepRun], None] | None = None,
     ) -> None:
         self.name = name
+        self.listener = listener
         self.did_work = did_work
         self.sweep = sweep
         self.interval = interval
@@ -66,13 +83,21 @@ class BackgroundSweep:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             try:
+                due = time.monotonic()
                 if not self._wait_until_quiet():
                     return
+                started, cpu = time.monotonic(), time.thread_time()
                 report = self.sweep()
+                swept = time.monotonic()
                 if self.did_work(report):
                     logger.info("%s: %s", self.name, report.as_dict())
                     if self.after is not None:
                         self.after()
+                if self.listener is not None:
+                    cpu = time.thread_time() - cpu
+                    ended = time.monotonic()
+                    run = SweepRun(self.name, due, started, swept, ended, cpu, report.as_dict())
+                    self.listener(run)
             except Exception:  # a failed sweep is retried by the next one
                 logger.exception("%s failed", self.name)
 
@@ -100,11 +125,14 @@ class BackgroundSealer(BackgroundSweep):
         interval: float,
         quiet: QuietWait | None = None,
         after: Callable[[], None] | None = None,
+        listener: Callable[[SweepRun], None] | None = None,
     ) -> None:
         def sealed(report: Report) -> bool:
             return bool(report.as_dict().get("segments_written"))
 
-        super().__init__("sealing", sealer.run, interval, quiet, after, did_work=sealed)
+        super().__init__(
+            "sealing", sealer.run, interval, quiet, after, did_work=sealed, listener=listener
+        )
         self.sealer = sealer
 
 
@@ -119,6 +147,7 @@ class BackgroundCollector(BackgroundSweep):
         interval: float,
         quiet: QuietWait | None = None,
         after: Callable[[], None] | None = None,
+        listener: Callable[[SweepRun], None] | None = None,
     ) -> None:
-        super().__init__("collecting", collector.run, interval, quiet, after)
+        super().__init__("collecting", collector.run, interval, quiet, after, listener=listener)
         self.collector = collector
