@@ -158,6 +158,8 @@ def _serve(args: argparse.Namespace) -> int:
             compact=emulator.compact_if_mostly_history if emulator is not None else None,
             trace=trace,
         )
+        if emulator is not None and serving.lockstep is not None:
+            emulator.pace(serving.lockstep.before_turn)
         uvicorn.run(
             serving.asgi,
             host=args.host,

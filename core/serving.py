@@ -18,7 +18,13 @@ from .pause_trace import PauseTrace
 from .runtime import seal_policy
 from .storage import Collector, DynamoStore, Sealer
 from .storage.background import BackgroundCollector, BackgroundSealer, QuietWait
+from .storage.lockstep import Lockstep
 from .storage.sealer import DELETE_THREADS
+
+# The chunk items one Query of the sealer reads on the embedded emulator: a listing page of 50
+# takes about 3 ms with the emulator's lock held, a page of 1 KiB chunks about 1 ms; a 1 MB
+# page of a stream's few thousand chunks took up to 360 ms, and requests waited for all of it.
+EMBEDDED_PAGE_ITEMS = 50
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,9 @@ class Serving:
     asgi: ASGIApp  # what uvicorn runs
     sealing: BackgroundSealer | None  # started; None when DS_SEAL_INTERVAL is 0
     collecting: BackgroundCollector | None = None  # started; None when DS_COLLECT_INTERVAL is 0
+    # What the embedded emulator calls before each turn at its lock (`Emulator.pace`): the
+    # sweeps take turns with the requests. None without the embedded emulator or sweeps.
+    lockstep: Lockstep | None = None
 
     def stop(self) -> None:
         for sweep in (self.sealing, self.collecting):
@@ -43,8 +52,10 @@ def prepare(
 ) -> Serving:
     """`embedded`: the store is the emulator in this process. It answers one request at a
     time, so parallel deletes would only queue at its lock ahead of the readers, and a sweep
-    waits for a quiet server: it competes with the requests for that lock and for the
-    interpreter, and halved the rate of a catch-up read it met. `compact`: what to run after
+    waits for a quiet server, then takes turns with the requests in short steps (`lockstep`,
+    which the caller hands to `Emulator.pace`): it competes with them for that lock and for
+    the interpreter, which halved the rate of a catch-up read it met and made appends wait
+    up to hundreds of milliseconds. `compact`: what to run after
     a sweep removed or rewrote something (the embedded emulator's journal compaction, which
     decides whether the journal is now mostly history). `trace`: where requests, collections
     and sweeps are recorded (`DS_PAUSE_TRACE`)."""
@@ -54,25 +65,37 @@ def prepare(
         gc.callbacks.append(trace.collection)
         app = trace.around(app)
         listener = trace.sweep
-    quiet = None
+    quiet = lockstep = None
     if embedded and (settings.seal_interval > 0 or settings.collect_interval > 0):
         activity = RequestActivity()
         quiet = QuietWait(activity.idle_for)
+        lockstep = Lockstep(activity)
         app = activity.around(app)
     sealing = None
     if settings.seal_interval > 0:
         deletes = 1 if embedded else DELETE_THREADS
-        sealer = Sealer(store, seal_policy(settings), delete_threads=deletes)
+        page = EMBEDDED_PAGE_ITEMS if embedded else None
+        sealer = Sealer(store, seal_policy(settings), delete_threads=deletes, page_items=page)
         sealing = BackgroundSealer(
-            sealer, settings.seal_interval, quiet, after=compact, listener=listener
+            sealer,
+            settings.seal_interval,
+            quiet,
+            after=compact,
+            listener=listener,
+            lockstep=lockstep,
         ).start()
     collecting = None
     if settings.collect_interval > 0:
         collector = Collector(store, orphan_grace_seconds=settings.collect_grace_seconds)
         collecting = BackgroundCollector(
-            collector, settings.collect_interval, quiet, after=compact, listener=listener
+            collector,
+            settings.collect_interval,
+            quiet,
+            after=compact,
+            listener=listener,
+            lockstep=lockstep,
         ).start()
-    return Serving(app, sealing, collecting)
+    return Serving(app, sealing, collecting, lockstep)
 
 
 def exit_on_termination() -> None:

@@ -100,10 +100,14 @@ class _LockedApp:
         # Told of every turn at the lock (`Emulator.observe`); None, the usual case, costs
         # one test per request.
         self.observer: LockObserver | None = None
+        # Called before every turn at the lock (`Emulator.pace`).
+        self.before_turn: Callable[[], None] | None = None
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         if self.refusal is not None:
             return _refuse(start_response, self.refusal)
+        if self.before_turn is not None:
+            self.before_turn()
         if self.observer is not None:
             return self._observed(self.observer, environ, start_response)
         return self._serve(environ, start_response)
@@ -328,9 +332,18 @@ class Emulator:
         what makes requests wait (`dsaws serve` with `DS_PAUSE_TRACE`)."""
         self._locked.observer = observer
 
+    def pace(self, before_turn: Callable[[], None] | None) -> None:
+        """Call `before_turn` in the calling thread before each of its turns at moto's lock
+        (a request, or a step of a compaction), outside the lock: `dsaws serve` holds its
+        background sweeps there while requests are being served (`core.storage.lockstep.
+        Lockstep`). None: no longer."""
+        self._locked.before_turn = before_turn
+
     @contextlib.contextmanager
     def _turn(self, action: str) -> Iterator[None]:
         """moto's lock, for work of the emulator's own (told to the observer as `action`)."""
+        if self._locked.before_turn is not None:
+            self._locked.before_turn()
         observer = self._locked.observer
         requested = time.monotonic()
         with self._locked.lock:

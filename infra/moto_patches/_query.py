@@ -16,7 +16,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.models.dynamo_type import DynamoType, Item, serializer
 from moto.dynamodb.models.table import RESULT_SIZE_LIMIT, Table
 
 _moto_query = Table.query
@@ -142,10 +142,27 @@ def query(
     if filter_expression is not None:
         results = [item for item in results if filter_expression.expr(item)]
     if projection_expressions:
-        # moto's projection builds new items; the stored ones must not be handed out to be
-        # changed, which is why moto copies them.
-        results = [copy.deepcopy(item).project(projection_expressions) for item in results]
+        results = [_project(item, projection_expressions) for item in results]
     return results, scanned, last_evaluated_key
+
+
+def _project(item: Item, expressions: list[list[str]]) -> Item:
+    """moto's projection of a stored item, which must not be handed out to be changed (moto
+    copies it first). moto's projection converts the whole item to plain values, once per
+    expression, and copying it first doubled that: 0.3 ms an item for the sealer's listing of
+    chunks (a 1 KiB body each), a third of a second for a stream's few thousand chunks, with
+    the emulator's lock held. Where every expression names a top-level attribute, whose
+    projection depends on that attribute alone, the same projection runs on an item of just
+    those attributes, converted once (shared, not copied: converting builds new values and
+    changes nothing)."""
+    if not all(len(path) == 1 and "[" not in path[0] for path in expressions):
+        return copy.deepcopy(item).project(expressions)
+    reduced = copy.copy(item)
+    reduced.attrs = {  # type: ignore[assignment]
+        path[0]: item.attrs[path[0]] for path in expressions if path[0] in item.attrs
+    }
+    attributes = serializer.serialize(reduced.to_regular_json())["M"]
+    return Item(hash_key=item.hash_key, range_key=item.range_key, attrs=attributes)
 
 
 def observe(observer: Callable[[Table], None] | None) -> None:

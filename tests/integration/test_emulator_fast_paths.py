@@ -104,6 +104,16 @@ KEY_CONDITIONS: list[tuple[str, dict[str, Any]]] = [
             [
                 {},
                 {"ProjectionExpression": "sk, #n", "ExpressionAttributeNames": {"#n": "n"}},
+                # Top-level names of every type, and one no item has: projected from those
+                # attributes alone; a nested path: projected as moto does, from the whole item.
+                {
+                    "ProjectionExpression": "pk, sk, #d, tags, nested, absent, #n",
+                    "ExpressionAttributeNames": {"#d": "data", "#n": "n"},
+                },
+                {
+                    "ProjectionExpression": "sk, nested.l[1], #d",
+                    "ExpressionAttributeNames": {"#d": "data"},
+                },
                 {"FilterExpression": "n > :ten"},
             ],
         )
