@@ -3,20 +3,29 @@
 moto answers a table Query by walking every item of the table, comparing each one's key
 through its generic type machinery, then deep-copying the page: a catch-up read gets slower
 with every stream anyone ever wrote. This Query looks up the one partition, orders its string
-sort keys as DynamoDB does (by code point, which is UTF-8 byte order), and applies the same
-rules as moto's: the key condition, the exclusive start key, Limit and the 1 MB page, then the
-filter and the projection. Anything else (an index, a number or binary sort key, legacy
+sort keys as DynamoDB does (by code point, which is UTF-8 byte order; the order is kept between
+calls while the partition's keys stay the same, see `_ordered`), starts at the exclusive start
+key by bisection, and applies the same rules as moto's: the key condition, Limit and the 1 MB
+page, then the filter and the projection (top-level attributes projected one by one, see
+`_project`). Anything else (an index, a number or binary sort key, legacy
 `KeyConditions` filters, a multi-attribute key) goes to moto's own Query.
 `tests/integration/test_emulator_fast_paths.py` runs both on the same tables and compares them.
 """
 
 from __future__ import annotations
 
+import bisect
 import copy
 from collections.abc import Callable
 from typing import Any
 
-from moto.dynamodb.models.dynamo_type import DynamoType, Item, serializer
+from moto.dynamodb.models.dynamo_type import (
+    DynamoType,
+    Item,
+    LimitedSizeDict,
+    deserializer,
+    serializer,
+)
 from moto.dynamodb.models.table import RESULT_SIZE_LIMIT, Table
 
 _moto_query = Table.query
@@ -60,8 +69,67 @@ def _handled(
     )
 
 
-def _sort_key(item: Item) -> str:
-    return str(item.range_key.value)  # type: ignore[union-attr]
+class _Order:
+    """A partition's keys in order: `sort_keys` (the string sort keys, ascending) and
+    `dict_keys` (the partition dict's keys, alongside), made when the dict's own keys were
+    `dict_order` (in the dict's order). While they still are, no key has come or gone, and the
+    order holds (items replaced under a key are looked up afresh)."""
+
+    __slots__ = ("dict_keys", "dict_order", "sort_keys")
+
+    def __init__(self, dict_order: list[Any], sort_keys: list[str], dict_keys: list[Any]):
+        self.dict_order = dict_order
+        self.sort_keys = sort_keys
+        self.dict_keys = dict_keys
+
+
+# The order of each partition queried lately, by the partition dict's id (a dict made later
+# under a freed one's id is checked like any other: its keys in its own order must match).
+# Sorting a partition of a few thousand chunk items for every page held the emulator's lock
+# for milliseconds a page: the sealer reads such a partition 50 items at a time.
+_ORDERS: dict[int, _Order] = {}
+_MOST_ORDERS = 1024
+
+
+def _ordered(partition: dict[DynamoType, Item]) -> tuple[list[str], list[Any]]:
+    """The partition's sort keys in order and its dict keys alongside. Items are only ever
+    added at the end of a dict's order: if the keys known before are still its first ones, the
+    new ones are merged in; if any went, the partition is sorted afresh."""
+    if not partition:
+        return [], []
+    current = list(partition)
+    order = _ORDERS.get(id(partition))
+    if order is not None and order.dict_order == current:
+        return order.sort_keys, order.dict_keys
+    known = 0 if order is None else len(order.dict_order)
+    if order is not None and len(current) > known and current[:known] == order.dict_order:
+        sort_keys, dict_keys = order.sort_keys, order.dict_keys
+        for key in current[known:]:
+            text = str(key.value)
+            at = bisect.bisect_right(sort_keys, text)
+            sort_keys.insert(at, text)
+            dict_keys.insert(at, key)
+    else:
+        pairs = sorted(((str(key.value), key) for key in current), key=lambda pair: pair[0])
+        sort_keys = [text for text, _ in pairs]
+        dict_keys = [key for _, key in pairs]
+    if order is None and len(_ORDERS) >= _MOST_ORDERS:
+        _ORDERS.pop(next(iter(_ORDERS)))
+    _ORDERS[id(partition)] = _Order(current, sort_keys, dict_keys)
+    return sort_keys, dict_keys
+
+
+def _beyond(comparison: str, forward: bool, key: str, bounds: list[Any]) -> bool:
+    """Whether `key`, which failed the range condition, is past the keys that meet it in the
+    direction of the query (so every later key fails it too). Keys that begin with a prefix
+    are the keys from the prefix on, up to the first one past it that does not."""
+    if forward:
+        if comparison in ("<", "LT", "<=", "LE", "=", "EQ", "BEGINS_WITH"):
+            return bool(key > bounds[0])
+        return comparison == "BETWEEN" and bool(key > bounds[1])
+    if comparison in (">", "GT", ">=", "GE", "=", "EQ", "BEGINS_WITH", "BETWEEN"):
+        return bool(key < bounds[0])
+    return False
 
 
 def _start_key(table: Table, exclusive_start_key: dict[str, Any] | None) -> str | None:
@@ -114,30 +182,37 @@ def query(
             **filter_kwargs,
         )
     partition: dict[DynamoType, Item] = self.items.get(hash_key) or {}
-    ordered = sorted(partition.values(), key=_sort_key)
+    sort_keys, dict_keys = _ordered(partition)
     start = _start_key(self, exclusive_start_key)
     forward = scan_index_forward is not False
-    if not forward:
-        ordered.reverse()
+    if forward:
+        first = 0 if start is None else bisect.bisect_right(sort_keys, start)
+        positions = range(first, len(sort_keys))
+    else:
+        after = len(sort_keys) if start is None else bisect.bisect_left(sort_keys, start)
+        positions = range(after - 1, -1, -1)
     test = _RANGE_TESTS[range_comparison] if range_comparison else None
     bounds = [obj.value for obj in range_objs]
 
     results: list[Item] = []
     size = 0
     last_evaluated_key = None
-    for item in ordered:
-        key = item.range_key.value  # type: ignore[union-attr]
-        if start is not None and (key <= start if forward else key >= start):
-            continue
+    for position in positions:
+        key = sort_keys[position]
+        item = partition[dict_keys[position]]
         # As moto does: once a page has items, the next item in key order ends it when the
         # page is full, whether or not that item matches.
-        if results and (len(results) == limit or size + item.size() > RESULT_SIZE_LIMIT):
+        weight = item.size()
+        if results and (len(results) == limit or size + weight > RESULT_SIZE_LIMIT):
             last_evaluated_key = self._get_last_evaluated_key(results[-1], None)
             break
         if test is not None and not test(key, *bounds):
+            assert range_comparison is not None
+            if _beyond(range_comparison, forward, key, bounds):
+                break  # no key further on matches either
             continue
         results.append(item)
-        size += item.size()
+        size += weight
     scanned = len(results)
     if filter_expression is not None:
         results = [item for item in results if filter_expression.expr(item)]
@@ -148,21 +223,25 @@ def query(
 
 def _project(item: Item, expressions: list[list[str]]) -> Item:
     """moto's projection of a stored item, which must not be handed out to be changed (moto
-    copies it first). moto's projection converts the whole item to plain values, once per
-    expression, and copying it first doubled that: 0.3 ms an item for the sealer's listing of
-    chunks (a 1 KiB body each), a third of a second for a stream's few thousand chunks, with
-    the emulator's lock held. Where every expression names a top-level attribute, whose
-    projection depends on that attribute alone, the same projection runs on an item of just
-    those attributes, converted once (shared, not copied: converting builds new values and
-    changes nothing)."""
+    copies it first). moto's projection converts the whole item to plain values once per
+    expression, and copying it first doubled that: 0.1 to 0.3 ms an item, so the sealer's
+    listing of a stream's few thousand chunks (a 1 KiB body each) held the emulator's lock for
+    a third of a second. Where every expression names a top-level attribute, whose projection
+    depends on that attribute alone, each named attribute goes through the same conversions
+    (to a plain value and back), once, into a new item: what moto's projection answers."""
     if not all(len(path) == 1 and "[" not in path[0] for path in expressions):
         return copy.deepcopy(item).project(expressions)
-    reduced = copy.copy(item)
-    reduced.attrs = {  # type: ignore[assignment]
-        path[0]: item.attrs[path[0]] for path in expressions if path[0] in item.attrs
-    }
-    attributes = serializer.serialize(reduced.to_regular_json())["M"]
-    return Item(hash_key=item.hash_key, range_key=item.range_key, attrs=attributes)
+    attributes = {}
+    for (name,) in expressions:
+        value = item.attrs.get(name)
+        if value is not None and name not in attributes:
+            plain = deserializer.deserialize(value.to_regular_json())
+            attributes[name] = DynamoType(serializer.serialize(plain))
+    projected = Item.__new__(Item)  # Item() would weigh the item again for every attribute
+    projected.hash_key = item.hash_key
+    projected.range_key = item.range_key
+    projected.attrs = LimitedSizeDict(attributes)
+    return projected
 
 
 def observe(observer: Callable[[Table], None] | None) -> None:

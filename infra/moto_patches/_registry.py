@@ -96,9 +96,11 @@ PATCHES: tuple[MotoPatch, ...] = (
     MotoPatch(
         module="_query",
         replaces=("moto.dynamodb.models.table:Table.query",),
-        why="moto's Query walks every item of the table, not the one partition",
+        why="moto's Query walks every item of the table, not the one partition, and copies "
+        "and converts each whole item it projects",
         checked_by=(
             f"{_FAST_PATHS}::test_query_pages_are_moto_s",
+            f"{_FAST_PATHS}::test_query_pages_stay_moto_s_as_items_come_go_and_change",
             f"{_FAST_PATHS}::test_a_query_stops_at_a_megabyte_as_moto_does",
             f"{_FAST_PATHS}::test_number_sort_keys_and_indexes_go_to_moto",
         ),

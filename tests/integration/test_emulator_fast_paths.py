@@ -4,6 +4,7 @@ the store sees) must be equal."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import uuid
 from collections.abc import Callable, Iterator
@@ -146,6 +147,53 @@ def test_query_pages_are_moto_s(
             return
         request["ExclusiveStartKey"] = fast["LastEvaluatedKey"]
     raise AssertionError("more pages than items")
+
+
+def test_query_pages_stay_moto_s_as_items_come_go_and_change(dynamodb: Any) -> None:
+    """The fast Query keeps each partition's order between calls and merges new keys into it
+    (`_ordered`): pages read while items are added (in and out of key order), deleted,
+    deleted and put back, and replaced must still be moto's."""
+    name = make_table(dynamodb)
+
+    def put(key: str, value: str = "v") -> None:
+        item = {"pk": {"S": "p"}, "sk": {"S": key}, "v": {"S": value}}
+        dynamodb.put_item(TableName=name, Item=item)
+
+    def delete(key: str) -> None:
+        dynamodb.delete_item(TableName=name, Key={"pk": {"S": "p"}, "sk": {"S": key}})
+
+    def pages_agree() -> None:
+        for condition, values in KEY_CONDITIONS:
+            for forward in (True, False):
+                request: dict[str, Any] = {
+                    "TableName": name,
+                    "KeyConditionExpression": condition,
+                    "ExpressionAttributeValues": {":p": {"S": "p"}, **values},
+                    "ScanIndexForward": forward,
+                    "Limit": 4,
+                }
+                for _ in range(60):
+                    fast, moto = both_ways(functools.partial(dynamodb.query, **request))
+                    assert fast == moto, (condition, forward)
+                    if "LastEvaluatedKey" not in fast:
+                        break
+                    request["ExclusiveStartKey"] = fast["LastEvaluatedKey"]
+
+    for number in range(0, 40, 2):
+        put(f"c#{number:04}")
+    pages_agree()
+    for number in (41, 1, 17, 3):  # new keys, after and among the known ones
+        put(f"c#{number:04}")
+        pages_agree()
+    delete("c#0010")
+    pages_agree()
+    put("c#0010")  # back, now last in the partition's own order
+    pages_agree()
+    put("c#0017", "replaced")  # same key, new item
+    pages_agree()
+    for key in ("meta", "p#a", "ü", "c#"):
+        put(key)
+    pages_agree()
 
 
 def test_a_query_stops_at_a_megabyte_as_moto_does(dynamodb: Any, table: str) -> None:
