@@ -114,16 +114,24 @@ class Lockstep:
         if self._asked_at is not None and self.activity.loop is not None:
             self.activity.loop.call_soon(self._consider)
 
-    def _consider(self) -> None:
+    def _consider(self, looked_again: bool = False) -> None:
         if self._asked_at is None:
             return
         waited = time.monotonic() - self._asked_at
-        if self.activity.working(self.patience) and waited < self.longest:
+        loop = self.activity.loop
+        assert loop is not None
+        if waited >= self.longest:
+            self._grant()
+            return
+        if self.activity.working(self.patience):
             if self._timer is None:
                 self.deferred += 1
-                loop = self.activity.loop
-                assert loop is not None
                 self._timer = loop.call_later(self.longest - waited, self._expired)
+            return
+        if not looked_again:
+            # A request read in this turn of the loop starts being worked on in the next
+            # one: look again then, rather than make it wait for a second step.
+            loop.call_soon(self._consider, True)
             return
         self._grant()
 
