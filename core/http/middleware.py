@@ -188,6 +188,11 @@ class RequestActivity:
     def idle_for(self) -> float:
         return time.monotonic() - self._last
 
+    @property
+    def last_worked(self) -> float:
+        """When a request last began, ended or sent some of its body (`time.monotonic()`)."""
+        return self._last
+
     def working(self, patience: float) -> bool:
         """Whether a request is in flight and the server worked on one less than `patience`
         seconds ago: past that, what is in flight only waits (a long-poll, an SSE stream)."""

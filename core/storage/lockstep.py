@@ -37,6 +37,8 @@ class Activity(Protocol):
     loop: asyncio.AbstractEventLoop | None
     on_idle: Callable[[], None] | None
 
+    @property
+    def last_worked(self) -> float: ...
     def working(self, patience: float) -> bool: ...
 
 
@@ -114,7 +116,9 @@ class Lockstep:
         if self._asked_at is not None and self.activity.loop is not None:
             self.activity.loop.call_soon(self._consider)
 
-    def _consider(self, looked_again: bool = False) -> None:
+    def _consider(self, seen: float | None = None) -> None:
+        """Grant the turn asked for once the requests let it. `seen`: when the server last
+        worked on a request, as a first look found it with none being worked on."""
         if self._asked_at is None:
             return
         waited = time.monotonic() - self._asked_at
@@ -128,10 +132,13 @@ class Lockstep:
                 self.deferred += 1
                 self._timer = loop.call_later(self.longest - waited, self._expired)
             return
-        if not looked_again:
-            # A request read in this turn of the loop starts being worked on in the next
-            # one: look again then, rather than make it wait for a second step.
-            loop.call_soon(self._consider, True)
+        last = self.activity.last_worked
+        if seen != last:
+            # Look again in the loop's next turn, and grant only if nothing happened between
+            # the two looks: a request read in this turn is worked on from the next one, and
+            # the response of one that ended in this turn leaves at its end (uvloop writes
+            # after the turn's callbacks): a step granted now would hold either back.
+            loop.call_soon(self._consider, last)
             return
         self._grant()
 
