@@ -101,6 +101,7 @@ PATCHES: tuple[MotoPatch, ...] = (
         checked_by=(
             f"{_FAST_PATHS}::test_query_pages_are_moto_s",
             f"{_FAST_PATHS}::test_query_pages_stay_moto_s_as_items_come_go_and_change",
+            f"{_FAST_PATHS}::test_paging_through_a_partition_sorts_it_once_and_copies_no_item_whole",
             f"{_FAST_PATHS}::test_a_query_stops_at_a_megabyte_as_moto_does",
             f"{_FAST_PATHS}::test_number_sort_keys_and_indexes_go_to_moto",
         ),

@@ -4,14 +4,18 @@ the store sees) must be equal."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import uuid
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from emulator_support import in_process_dynamodb, use_fast_paths
+
+from durable_streams_aws.infra.moto_patches import _query
 
 
 @pytest.fixture(scope="module")
@@ -194,6 +198,52 @@ def test_query_pages_stay_moto_s_as_items_come_go_and_change(dynamodb: Any) -> N
     for key in ("meta", "p#a", "ü", "c#"):
         put(key)
     pages_agree()
+
+
+def test_paging_through_a_partition_sorts_it_once_and_copies_no_item_whole(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sealer lists a stream's chunks 20 at a time on the embedded emulator (five
+    top-level attributes each): every page sorted the whole partition and deep-copied each item
+    it projected, which held the emulator's lock for up to 384 ms a page."""
+    name = make_table(dynamodb)
+    for number in range(300):
+        item = {"pk": {"S": "d"}, "sk": {"S": f"c#{number:016}"}, "st": {"N": str(number)}}
+        dynamodb.put_item(TableName=name, Item={**item, "b": {"B": b"x" * 1024}})
+    sorts: list[int] = []
+    copies: list[int] = []
+
+    def counted_sorted(values: Any, **options: Any) -> Any:
+        ordered = sorted(values, **options)
+        sorts.append(len(ordered))
+        return ordered
+
+    def counted_deepcopy(value: Any) -> Any:
+        copies.append(1)
+        return copy.deepcopy(value)
+
+    monkeypatch.setattr(_query, "sorted", counted_sorted, raising=False)
+    monkeypatch.setattr(_query, "copy", SimpleNamespace(deepcopy=counted_deepcopy, copy=copy.copy))
+    request: dict[str, Any] = {
+        "TableName": name,
+        "KeyConditionExpression": "pk = :p AND begins_with(sk, :c)",
+        "ExpressionAttributeValues": {":p": {"S": "d"}, ":c": {"S": "c#"}},
+        "ProjectionExpression": "sk, #st, #k, #pg, #v",
+        "ExpressionAttributeNames": {"#st": "st", "#k": "k", "#pg": "pg", "#v": "v"},
+        "Limit": 20,
+    }
+    listed = 0
+    for _ in range(20):
+        page = dynamodb.query(**request)
+        listed += len(page["Items"])
+        if "LastEvaluatedKey" not in page:
+            break
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        # An append meanwhile: a new key, merged into the known order rather than a sort.
+        key = {"pk": {"S": "d"}, "sk": {"S": f"c#{10_000 + listed:016}"}}
+        dynamodb.put_item(TableName=name, Item=key)
+    assert listed > 300
+    assert sorts == [300] and copies == []
 
 
 def test_a_query_stops_at_a_megabyte_as_moto_does(dynamodb: Any, table: str) -> None:
