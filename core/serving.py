@@ -21,9 +21,9 @@ from .storage.background import BackgroundCollector, BackgroundSealer, QuietWait
 from .storage.lockstep import Lockstep
 from .storage.sealer import DELETE_THREADS
 
-# The chunk items one Query of the sealer reads on the embedded emulator: about 0.6 ms with the
-# emulator's lock held (50 took 1.4 ms, a step an append arriving during it had to wait for);
-# a 1 MB page of a stream's few thousand chunks took up to 360 ms.
+# The chunk items one Query of the sealer reads on the embedded emulator: 0.9 ms at the median
+# with the emulator's lock held, a step that an append arriving during it waits for (pages of
+# 50 took 1.4 ms); a 1 MB page of a stream's few thousand chunks took up to 384 ms.
 EMBEDDED_PAGE_ITEMS = 20
 
 
