@@ -6,8 +6,9 @@ interpreter's one lock (the GIL) with the event loop that serves requests. Left 
 themselves, they made a sequential writer's appends wait: for the emulator's lock behind a
 sweep's call, and for the interpreter, which a busy thread hands over only every 5 ms (the
 switch interval) and takes back each time the event loop waits on a socket, several times per
-request. Sweeps ran for seconds at a time, so hundreds of appends in a row took 3 to 10 times
-their usual time (see benchmarks/README.md, "Append latency spikes").
+request. Sweeps ran for seconds at a time, and appends during one took 2 to 4 times their
+usual time at the median, 15 to 35 times at p99 (see benchmarks/README.md, "Append latency
+spikes").
 
 `Lockstep` makes a sweep's thread and the event loop take turns, as one thread would: before
 each of its calls to the emulator (`before_turn`), the sweep's thread asks the event loop for a
@@ -33,7 +34,6 @@ from typing import Protocol
 class Activity(Protocol):
     """The requests, as seen from the event loop (`core.http.middleware.RequestActivity`)."""
 
-    in_flight: int
     loop: asyncio.AbstractEventLoop | None
     on_idle: Callable[[], None] | None
 
