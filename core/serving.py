@@ -25,6 +25,9 @@ from .storage.sealer import DELETE_THREADS
 # with the emulator's lock held, a step that an append arriving during it waits for (pages of
 # 50 took 1.4 ms); a 1 MB page of a stream's few thousand chunks took up to 384 ms.
 EMBEDDED_PAGE_ITEMS = 20
+# The items one Scan or Query of the collector reads there (its scan for deleted and expired
+# streams reads every chunk too, and drops it): a 1 MB page held the lock 60 to 160 ms.
+EMBEDDED_SCAN_ITEMS = 200
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,11 @@ def prepare(
         ).start()
     collecting = None
     if settings.collect_interval > 0:
-        collector = Collector(store, orphan_grace_seconds=settings.collect_grace_seconds)
+        collector = Collector(
+            store,
+            orphan_grace_seconds=settings.collect_grace_seconds,
+            page_items=EMBEDDED_SCAN_ITEMS if embedded else None,
+        )
         collecting = BackgroundCollector(
             collector,
             settings.collect_interval,

@@ -107,6 +107,17 @@ PATCHES: tuple[MotoPatch, ...] = (
         ),
     ),
     MotoPatch(
+        module="_scan",
+        replaces=("moto.dynamodb.models.table:Table.scan",),
+        why="moto's Scan sorts the whole table and walks it from the start for every page, and "
+        "copies every item it reads before the filter",
+        checked_by=(
+            f"{_FAST_PATHS}::test_scan_pages_are_moto_s",
+            f"{_FAST_PATHS}::test_scan_pages_stay_moto_s_as_items_come_and_go",
+            f"{_FAST_PATHS}::test_a_scan_page_copies_only_what_its_filter_keeps",
+        ),
+    ),
+    MotoPatch(
         module="_condition_cache",
         replaces=(
             "moto.dynamodb.comparisons:ConditionExpressionParser._lex_condition_expression",
