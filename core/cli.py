@@ -106,6 +106,13 @@ def _serve(args: argparse.Namespace) -> int:
         else:
             where = f"the embedded emulator, kept in {data_dir}"
 
+    trace = None
+    if settings.pause_trace:
+        from .pause_trace import PauseTrace
+
+        trace = PauseTrace(Path(settings.pause_trace))
+        if emulator is not None:
+            emulator.observe(trace.lock)
     serving = None
     base_url = f"http://{args.host}:{args.port}{settings.base_path}/"
     print(f"dsaws: serving Durable Streams at {base_url}", flush=True)
@@ -149,7 +156,10 @@ def _serve(args: argparse.Namespace) -> int:
             backend.store,
             embedded=emulator is not None,
             compact=emulator.compact_if_mostly_history if emulator is not None else None,
+            trace=trace,
         )
+        if emulator is not None and serving.lockstep is not None:
+            emulator.pace(serving.lockstep.before_turn)
         uvicorn.run(
             serving.asgi,
             host=args.host,
@@ -161,6 +171,8 @@ def _serve(args: argparse.Namespace) -> int:
             limit_concurrency=args.max_connections,
         )
     finally:
+        if trace is not None:  # first: stopping a sweep may take longer than a caller waits
+            trace.close()
         if serving is not None:
             serving.stop()
         if cdn is not None:

@@ -234,6 +234,12 @@ class Settings(BaseModel):
         description="the embedded emulator compacts its journal once it is this long and at "
         "least twice what the emulator holds (`dsaws serve` on a data directory)",
     )
+    pause_trace: str | None = Field(
+        None,
+        description="a file `dsaws serve` writes as it stops: every request, garbage "
+        "collection, turn at the embedded emulator's lock and background sweep, with their "
+        "times (JSON lines; see core/pause_trace.py), for finding what makes requests wait",
+    )
     collect_grace_seconds: float = Field(
         3600.0,
         ge=0,

@@ -8,14 +8,15 @@ every request under one lock makes it linearizable, which the store's correctnes
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import io
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
@@ -23,7 +24,15 @@ from ._in_process import InProcessTransport, status_code
 from ._journal import JOURNAL_NAME, Journal, JournalError, JournalInUse
 from .moto_patches import patch_moto
 
-__all__ = ["IN_PROCESS_ENDPOINT", "JOURNAL_NAME", "Emulator", "JournalError", "JournalInUse"]
+__all__ = [
+    "IN_PROCESS_ENDPOINT",
+    "JOURNAL_NAME",
+    "Emulator",
+    "JournalError",
+    "JournalInUse",
+    "LockObserver",
+    "LockUse",
+]
 
 # The endpoint in-process clients are configured with: never dialled (their requests are
 # answered before botocore would open a connection). An address, not a name, so that S3 keeps
@@ -49,6 +58,31 @@ _MOTO_LOCK = threading.Lock()
 _UNAVAILABLE = "503 Service Unavailable"
 
 
+@dataclass(frozen=True)
+class LockUse:
+    """One turn at moto's lock: who asked (the thread's name), for what (the action, `S3 PUT`
+    for an S3 request, or a step of a compaction), when it asked, got and let go of the lock
+    (`time.monotonic()`), and how much of that the journal's write took."""
+
+    thread: str
+    action: str
+    requested: float
+    acquired: float
+    released: float
+    journal_seconds: float = 0.0
+
+
+class LockObserver(Protocol):
+    def __call__(self, use: LockUse) -> None: ...
+
+
+def _action(environ: dict[str, Any]) -> str:
+    target = environ.get("HTTP_X_AMZ_TARGET")
+    if target:
+        return str(target).rsplit(".", 1)[-1]
+    return f"S3 {environ.get('REQUEST_METHOD', '?')}"
+
+
 class _LockedApp:
     """moto's app, one request at a time; with a journal, every request that may have changed
     something is journaled, with the status it got, before it is answered."""
@@ -63,12 +97,47 @@ class _LockedApp:
         # Why requests are refused: the emulator stopped, or its journal could not be written
         # (memory now holds a change the journal lacks: nothing more may be acknowledged).
         self.refusal: str | None = None
+        # Told of every turn at the lock (`Emulator.observe`); None, the usual case, costs
+        # one test per request.
+        self.observer: LockObserver | None = None
+        # Called before every turn at the lock (`Emulator.pace`).
+        self.before_turn: Callable[[], None] | None = None
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         if self.refusal is not None:
             return _refuse(start_response, self.refusal)
+        if self.before_turn is not None:
+            self.before_turn()
+        if self.observer is not None:
+            return self._observed(self.observer, environ, start_response)
+        return self._serve(environ, start_response)
+
+    def _observed(
+        self, observer: LockObserver, environ: dict[str, Any], start_response: Any
+    ) -> Any:
+        timing = _Timing(time.monotonic())
+        try:
+            return self._serve(environ, start_response, timing)
+        finally:
+            if timing.acquired:
+                observer(
+                    LockUse(
+                        threading.current_thread().name,
+                        _action(environ),
+                        timing.requested,
+                        timing.acquired,
+                        time.monotonic(),
+                        timing.journal_seconds,
+                    )
+                )
+
+    def _serve(
+        self, environ: dict[str, Any], start_response: Any, timing: _Timing | None = None
+    ) -> Any:
         if self.journal is None:
             with self.lock:
+                if timing is not None:
+                    timing.acquired = time.monotonic()
                 # Materialise the body inside the lock: moto builds it lazily in some paths.
                 return list(self.app(environ, start_response))
         from ._journal import Record
@@ -83,6 +152,8 @@ class _LockedApp:
             return lambda _: None
 
         with self.lock:
+            if timing is not None:
+                timing.acquired = time.monotonic()
             journal = self.journal
             if self.refusal is not None or journal is None:
                 return _refuse(start_response, self.refusal or "the emulator has stopped")
@@ -91,7 +162,12 @@ class _LockedApp:
             record = Record.of(environ, body, status)
             if record.changes_something:
                 try:
-                    journal.append(record)
+                    if timing is None:
+                        journal.append(record)
+                    else:
+                        writing = time.monotonic()
+                        journal.append(record)
+                        timing.journal_seconds = time.monotonic() - writing
                 except OSError as error:
                     self.refusal = f"the journal could not be written: {error}"
                     return _refuse(start_response, self.refusal)
@@ -99,6 +175,13 @@ class _LockedApp:
                     self.resources.append(record)
         start_response(*answered[0][:2], *answered[0][2])
         return content
+
+
+@dataclass
+class _Timing:
+    requested: float
+    acquired: float = 0.0
+    journal_seconds: float = 0.0
 
 
 def _request_body(environ: dict[str, Any]) -> bytes:
@@ -204,7 +287,7 @@ class Emulator:
         journal = self._locked.journal
         if journal is None or journal.size() < self.compact_min_bytes:
             return False
-        with self._locked.lock:
+        with self._turn("compaction: weigh the state"):
             if not self._mostly_history(journal):
                 return False
         self.compact()
@@ -228,7 +311,7 @@ class Emulator:
         A crash at any point leaves either the old journal or the new one, whole."""
         with self._compacting:
             locked = self._locked
-            with locked.lock:
+            with self._turn("compaction: take the state"):
                 journal = locked.journal
                 if journal is None:
                     return
@@ -236,12 +319,41 @@ class Emulator:
                 since = journal.size()
             fresh = journal.write_fresh(records)
             del records
-            with locked.lock:
+            with self._turn("compaction: add the tail, rename"):
                 if locked.journal is not journal:  # stopped meanwhile
                     fresh.unlink(missing_ok=True)
                     return
                 journal.finish_rewrite(fresh, since)
         release_freed_memory()
+
+    def observe(self, observer: LockObserver | None) -> None:
+        """Tell `observer` of every turn at moto's lock from now on (None: stop): requests,
+        with the time their journal write took, and the steps of a compaction. For finding
+        what makes requests wait (`dsaws serve` with `DS_PAUSE_TRACE`)."""
+        self._locked.observer = observer
+
+    def pace(self, before_turn: Callable[[], None] | None) -> None:
+        """Call `before_turn` in the calling thread before each of its turns at moto's lock
+        (a request, or a step of a compaction), outside the lock: `dsaws serve` holds its
+        background sweeps there while requests are being served (`core.storage.lockstep.
+        Lockstep`). None: no longer."""
+        self._locked.before_turn = before_turn
+
+    @contextlib.contextmanager
+    def _turn(self, action: str) -> Iterator[None]:
+        """moto's lock, for work of the emulator's own (told to the observer as `action`)."""
+        if self._locked.before_turn is not None:
+            self._locked.before_turn()
+        observer = self._locked.observer
+        requested = time.monotonic()
+        with self._locked.lock:
+            acquired = time.monotonic()
+            try:
+                yield
+            finally:
+                if observer is not None:
+                    name = threading.current_thread().name
+                    observer(LockUse(name, action, requested, acquired, time.monotonic()))
 
     def _replay(self, journal: Journal) -> int:
         """Apply the journal's records in order, one read from the file at a time; how many.

@@ -10,9 +10,11 @@ whose type a browser renders actively is also marked as a download."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -172,14 +174,29 @@ class AccessLog:
 
 class RequestActivity:
     """When the server last worked on a request (one began or ended, or a response sent some
-    of its body), for work that should wait until the server is quiet (`dsaws serve`'s sealer
-    on the embedded emulator). A long-poll or an SSE stream that only waits is not work."""
+    of its body), how many are in flight, and the event loop that serves them, for work that
+    should keep out of the requests' way (`dsaws serve`'s sealer and collector on the embedded
+    emulator). A long-poll or an SSE stream that only waits is not work."""
 
     def __init__(self) -> None:
         self._last = time.monotonic()
+        self.in_flight = 0
+        self.loop: asyncio.AbstractEventLoop | None = None  # known from the first request on
+        # Called on the event loop whenever the last request in flight has ended.
+        self.on_idle: Callable[[], None] | None = None
 
     def idle_for(self) -> float:
         return time.monotonic() - self._last
+
+    @property
+    def last_worked(self) -> float:
+        """When a request last began, ended or sent some of its body (`time.monotonic()`)."""
+        return self._last
+
+    def working(self, patience: float) -> bool:
+        """Whether a request is in flight and the server worked on one less than `patience`
+        seconds ago: past that, what is in flight only waits (a long-poll, an SSE stream)."""
+        return self.in_flight > 0 and self.idle_for() < patience
 
     def around(self, app: ASGIApp) -> ASGIApp:
         async def recorded(scope: Scope, receive: Receive, send: Send) -> None:
@@ -191,10 +208,16 @@ class RequestActivity:
                 self._last = time.monotonic()
                 await send(message)
 
+            if self.loop is None:
+                self.loop = asyncio.get_running_loop()
             self._last = time.monotonic()
+            self.in_flight += 1
             try:
                 await app(scope, receive, sending)
             finally:
                 self._last = time.monotonic()
+                self.in_flight -= 1
+                if not self.in_flight and self.on_idle is not None:
+                    self.on_idle()
 
         return recorded

@@ -4,6 +4,7 @@ scheduled functions instead."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .gc import Collector
+from .lockstep import Lockstep
 from .sealer import Sealer
 
 logger = logging.getLogger("dsaws.background")
@@ -19,6 +21,21 @@ logger = logging.getLogger("dsaws.background")
 
 class Report(Protocol):
     def as_dict(self) -> dict[str, int]: ...
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One sweep, for a listener that explains pauses (`dsaws serve` with `DS_PAUSE_TRACE`):
+    when its interval ended, when it began (after the quiet wait, if any), when it and the
+    work after it ended (`time.monotonic()`), and the CPU time its thread spent meanwhile."""
+
+    name: str
+    due: float
+    started: float
+    swept: float
+    ended: float
+    thread_cpu: float
+    report: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -35,7 +52,9 @@ class BackgroundSweep:
     """`sweep` every `interval` seconds, after waiting for `quiet` when given. On the embedded
     emulator a sweep competes with the requests for the emulator's one lock and the process's
     one interpreter; a reader that catches up on a stream while it is sealed gets its pages
-    about half as fast. `after` runs once a sweep that did something has finished."""
+    about half as fast. With `lockstep`, the sweep (and `after`) take turns with the requests
+    instead (`core.storage.lockstep`). `after` runs once a sweep that did something has
+    finished."""
 
     def __init__(
         self,
@@ -45,8 +64,12 @@ class BackgroundSweep:
         quiet: QuietWait | None = None,
         after: Callable[[], None] | None = None,
         did_work: Callable[[Report], bool] = lambda report: any(report.as_dict().values()),
+        listener: Callable[[SweepRun], None] | None = None,
+        lockstep: Lockstep | None = None,
     ) -> None:
         self.name = name
+        self.listener = listener
+        self.lockstep = lockstep
         self.did_work = did_work
         self.sweep = sweep
         self.interval = interval
@@ -64,15 +87,26 @@ class BackgroundSweep:
         self._thread.join(timeout=30)
 
     def _loop(self) -> None:
+        if self.lockstep is not None:
+            self.lockstep.enrol()
         while not self._stop.wait(self.interval):
             try:
+                due = time.monotonic()
                 if not self._wait_until_quiet():
                     return
-                report = self.sweep()
-                if self.did_work(report):
-                    logger.info("%s: %s", self.name, report.as_dict())
-                    if self.after is not None:
-                        self.after()
+                started, cpu = time.monotonic(), time.thread_time()
+                with self.lockstep.sweep() if self.lockstep else contextlib.nullcontext():
+                    report = self.sweep()
+                    swept = time.monotonic()
+                    if self.did_work(report):
+                        logger.info("%s: %s", self.name, report.as_dict())
+                        if self.after is not None:
+                            self.after()
+                if self.listener is not None:
+                    cpu = time.thread_time() - cpu
+                    ended = time.monotonic()
+                    run = SweepRun(self.name, due, started, swept, ended, cpu, report.as_dict())
+                    self.listener(run)
             except Exception:  # a failed sweep is retried by the next one
                 logger.exception("%s failed", self.name)
 
@@ -100,11 +134,22 @@ class BackgroundSealer(BackgroundSweep):
         interval: float,
         quiet: QuietWait | None = None,
         after: Callable[[], None] | None = None,
+        listener: Callable[[SweepRun], None] | None = None,
+        lockstep: Lockstep | None = None,
     ) -> None:
         def sealed(report: Report) -> bool:
             return bool(report.as_dict().get("segments_written"))
 
-        super().__init__("sealing", sealer.run, interval, quiet, after, did_work=sealed)
+        super().__init__(
+            "sealing",
+            sealer.run,
+            interval,
+            quiet,
+            after,
+            did_work=sealed,
+            listener=listener,
+            lockstep=lockstep,
+        )
         self.sealer = sealer
 
 
@@ -119,6 +164,16 @@ class BackgroundCollector(BackgroundSweep):
         interval: float,
         quiet: QuietWait | None = None,
         after: Callable[[], None] | None = None,
+        listener: Callable[[SweepRun], None] | None = None,
+        lockstep: Lockstep | None = None,
     ) -> None:
-        super().__init__("collecting", collector.run, interval, quiet, after)
+        super().__init__(
+            "collecting",
+            collector.run,
+            interval,
+            quiet,
+            after,
+            listener=listener,
+            lockstep=lockstep,
+        )
         self.collector = collector

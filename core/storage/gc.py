@@ -44,8 +44,13 @@ class Collector:
         store: DynamoStore,
         orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS,
         clock: Callable[[], float] = time.time,
+        page_items: int | None = None,
     ) -> None:
+        """`page_items`: the most items one Scan or Query of the collector reads (DynamoDB's
+        1 MB page otherwise); on the embedded emulator each call is a step that requests may
+        have to wait for (`core.storage.lockstep`), so it is kept short there."""
         self.store = store
+        self.page_items = page_items
         self.dynamodb = store.dynamodb
         self.s3 = store.s3
         self.table = store.table
@@ -77,6 +82,7 @@ class Collector:
             " OR attribute_exists(#exp))",
             "ExpressionAttributeNames": {"#del": "del", "#ttl": "ttl", "#exp": "exp"},
             "ExpressionAttributeValues": {":meta": items.s(items.META)},
+            **self._limit(),
         }
         for item in each_item(self.dynamodb.scan, scan):
             path = item["pk"]["S"][2:]
@@ -110,6 +116,7 @@ class Collector:
                     "KeyConditionExpression": "pk = :pk",
                     "ExpressionAttributeValues": {":pk": items.s(partition)},
                     "ProjectionExpression": "pk, sk",
+                    **self._limit(),
                 },
             )
         ]
@@ -160,6 +167,7 @@ class Collector:
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk",
             "ExpressionAttributeValues": {":pk": items.s(items.chunk_partition(incarnation))},
+            **self._limit(),
         }
         named: set[str] = set()
         for item in each_item(self.dynamodb.query, query):
@@ -169,6 +177,9 @@ class Collector:
         return named
 
     # -------------------------------------------------------------- plumbing
+
+    def _limit(self) -> dict[str, int]:
+        return {} if self.page_items is None else {"Limit": self.page_items}
 
     def _objects(self, prefix: str) -> Iterator[dict[str, Any]]:
         paginator = self.s3.get_paginator("list_objects_v2")

@@ -81,11 +81,16 @@ class Sealer:
         store: DynamoStore,
         policy: SealPolicy | None = None,
         delete_threads: int = DELETE_THREADS,
+        page_items: int | None = None,
     ) -> None:
         """`delete_threads`: 1 where requests are served one at a time anyway (the embedded
-        emulator), whose lock parallel deletes would only crowd readers out of."""
+        emulator), whose lock parallel deletes would only crowd readers out of. `page_items`:
+        the most chunk items one Query of the sealer reads (DynamoDB's 1 MB page otherwise);
+        on the embedded emulator each call is a step that requests may have to wait for
+        (`core.storage.lockstep`), so it is kept short there."""
         self.store = store
         self.delete_threads = delete_threads
+        self.page_items = page_items
         self.policy = policy or SealPolicy()
         self.dynamodb = store.dynamodb
         self.s3 = store.s3
@@ -223,6 +228,7 @@ class Sealer:
             "ProjectionExpression": "sk, #st, #k, #pg, #v",
             "ExpressionAttributeNames": {"#st": "st", "#k": "k", "#pg": "pg", "#v": "v"},
             "ConsistentRead": True,
+            **self._limit(),
         }
         for item in each_item(self.dynamodb.query, request):
             yield Stored(
@@ -278,6 +284,7 @@ class Sealer:
                 ":hi": items.s(items.chunk_sort_key(run[-1].end)),
             },
             "ConsistentRead": True,
+            **self._limit(),
         }
         wanted = iter(run)
         stored = next(wanted)
@@ -294,6 +301,9 @@ class Sealer:
                 return
             stored = following
         yield stored, None  # the run's remaining items are gone
+
+    def _limit(self) -> dict[str, int]:
+        return {} if self.page_items is None else {"Limit": self.page_items}
 
     def _record_segment(
         self, info: StreamInfo, builder: layout.SegmentBuilder, replaced: list[Stored]

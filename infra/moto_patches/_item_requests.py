@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import io
 import json
 import os
@@ -746,7 +745,7 @@ def query(backend: DynamoDBBackend, params: dict[str, Any]) -> bytes | None:
     if expressions.filter is not None:
         found = [item for item in found if expressions.filter.expr(item)]
     if expressions.projection:
-        found = [copy.deepcopy(item).project(expressions.projection) for item in found]
+        found = [_query.project(item, expressions.projection) for item in found]
     result: dict[str, Any] = {
         "Count": len(found),
         "ScannedCount": scanned,

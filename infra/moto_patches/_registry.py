@@ -96,12 +96,26 @@ PATCHES: tuple[MotoPatch, ...] = (
     MotoPatch(
         module="_query",
         replaces=("moto.dynamodb.models.table:Table.query",),
-        why="moto's Query walks every item of the table, not the one partition",
+        why="moto's Query walks every item of the table, not the one partition, and copies "
+        "and converts each whole item it projects",
         checked_by=(
             f"{_FAST_PATHS}::test_query_pages_are_moto_s",
+            f"{_FAST_PATHS}::test_query_pages_stay_moto_s_as_items_come_go_and_change",
+            f"{_FAST_PATHS}::test_paging_through_a_partition_sorts_it_once_and_copies_no_item_whole",
             f"{_FAST_PATHS}::test_a_query_stops_at_a_megabyte_as_moto_does",
             f"{_FAST_PATHS}::test_number_sort_keys_and_indexes_go_to_moto",
             f"{_FAST_PATHS}::test_the_store_s_queries_are_answered_by_the_fast_layer",
+        ),
+    ),
+    MotoPatch(
+        module="_scan",
+        replaces=("moto.dynamodb.models.table:Table.scan",),
+        why="moto's Scan sorts the whole table and walks it from the start for every page, and "
+        "copies every item it reads before the filter",
+        checked_by=(
+            f"{_FAST_PATHS}::test_scan_pages_are_moto_s",
+            f"{_FAST_PATHS}::test_scan_pages_stay_moto_s_as_items_come_and_go",
+            f"{_FAST_PATHS}::test_a_scan_page_copies_only_what_its_filter_keeps",
         ),
     ),
     MotoPatch(

@@ -4,16 +4,19 @@ the store sees) must be equal."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import itertools
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from emulator_support import in_process_dynamodb, use_fast_paths
 
-from durable_streams_aws.infra.moto_patches import _item_requests
+from durable_streams_aws.infra.moto_patches import _item_requests, _query, _scan
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +110,16 @@ KEY_CONDITIONS: list[tuple[str, dict[str, Any]]] = [
             [
                 {},
                 {"ProjectionExpression": "sk, #n", "ExpressionAttributeNames": {"#n": "n"}},
+                # Top-level names of every type, and one no item has: projected from those
+                # attributes alone; a nested path: projected as moto does, from the whole item.
+                {
+                    "ProjectionExpression": "pk, sk, #d, tags, nested, absent, #n",
+                    "ExpressionAttributeNames": {"#d": "data", "#n": "n"},
+                },
+                {
+                    "ProjectionExpression": "sk, nested.l[1], #d",
+                    "ExpressionAttributeNames": {"#d": "data"},
+                },
                 {"FilterExpression": "n > :ten"},
             ],
         )
@@ -139,6 +152,222 @@ def test_query_pages_are_moto_s(
             return
         request["ExclusiveStartKey"] = fast["LastEvaluatedKey"]
     raise AssertionError("more pages than items")
+
+
+def test_query_pages_stay_moto_s_as_items_come_go_and_change(dynamodb: Any) -> None:
+    """The fast Query keeps each partition's order between calls and merges new keys into it
+    (`_ordered`): pages read while items are added (in and out of key order), deleted,
+    deleted and put back, and replaced must still be moto's."""
+    name = make_table(dynamodb)
+
+    def put(key: str, value: str = "v") -> None:
+        item = {"pk": {"S": "p"}, "sk": {"S": key}, "v": {"S": value}}
+        dynamodb.put_item(TableName=name, Item=item)
+
+    def delete(key: str) -> None:
+        dynamodb.delete_item(TableName=name, Key={"pk": {"S": "p"}, "sk": {"S": key}})
+
+    def pages_agree() -> None:
+        for condition, values in KEY_CONDITIONS:
+            for forward in (True, False):
+                request: dict[str, Any] = {
+                    "TableName": name,
+                    "KeyConditionExpression": condition,
+                    "ExpressionAttributeValues": {":p": {"S": "p"}, **values},
+                    "ScanIndexForward": forward,
+                    "Limit": 4,
+                }
+                for _ in range(60):
+                    fast, moto = both_ways(functools.partial(dynamodb.query, **request))
+                    assert fast == moto, (condition, forward)
+                    if "LastEvaluatedKey" not in fast:
+                        break
+                    request["ExclusiveStartKey"] = fast["LastEvaluatedKey"]
+
+    for number in range(0, 40, 2):
+        put(f"c#{number:04}")
+    pages_agree()
+    for number in (41, 1, 17, 3):  # new keys, after and among the known ones
+        put(f"c#{number:04}")
+        pages_agree()
+    delete("c#0010")
+    pages_agree()
+    put("c#0010")  # back, now last in the partition's own order
+    pages_agree()
+    put("c#0017", "replaced")  # same key, new item
+    pages_agree()
+    for key in ("meta", "p#a", "ü", "c#"):
+        put(key)
+    pages_agree()
+
+
+def test_paging_through_a_partition_sorts_it_once_and_copies_no_item_whole(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sealer lists a stream's chunks 20 at a time on the embedded emulator (five
+    top-level attributes each): every page sorted the whole partition and deep-copied each item
+    it projected, which held the emulator's lock for up to 384 ms a page."""
+    name = make_table(dynamodb)
+    for number in range(300):
+        item = {"pk": {"S": "d"}, "sk": {"S": f"c#{number:016}"}, "st": {"N": str(number)}}
+        dynamodb.put_item(TableName=name, Item={**item, "b": {"B": b"x" * 1024}})
+    sorts: list[int] = []
+    copies: list[int] = []
+
+    def counted_sorted(values: Any, **options: Any) -> Any:
+        ordered = sorted(values, **options)
+        sorts.append(len(ordered))
+        return ordered
+
+    def counted_deepcopy(value: Any) -> Any:
+        copies.append(1)
+        return copy.deepcopy(value)
+
+    monkeypatch.setattr(_query, "sorted", counted_sorted, raising=False)
+    monkeypatch.setattr(_query, "copy", SimpleNamespace(deepcopy=counted_deepcopy, copy=copy.copy))
+    request: dict[str, Any] = {
+        "TableName": name,
+        "KeyConditionExpression": "pk = :p AND begins_with(sk, :c)",
+        "ExpressionAttributeValues": {":p": {"S": "d"}, ":c": {"S": "c#"}},
+        "ProjectionExpression": "sk, #st, #k, #pg, #v",
+        "ExpressionAttributeNames": {"#st": "st", "#k": "k", "#pg": "pg", "#v": "v"},
+        "Limit": 20,
+    }
+    listed = 0
+    for _ in range(20):
+        page = dynamodb.query(**request)
+        listed += len(page["Items"])
+        if "LastEvaluatedKey" not in page:
+            break
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        # An append meanwhile: a new key, merged into the known order rather than a sort.
+        key = {"pk": {"S": "d"}, "sk": {"S": f"c#{10_000 + listed:016}"}}
+        dynamodb.put_item(TableName=name, Item=key)
+    assert listed > 300
+    assert sorts == [300] and copies == []
+
+
+def _scan_pages_agree(dynamodb: Any, request: dict[str, Any]) -> int:
+    """Every page of a Scan, following LastEvaluatedKey, fast and moto's alike; how many."""
+    request = dict(request)
+    for pages in range(1, 200):
+        fast, moto = both_ways(functools.partial(dynamodb.scan, **request))
+        assert fast == moto, request
+        if "LastEvaluatedKey" not in fast:
+            return pages
+        request["ExclusiveStartKey"] = fast["LastEvaluatedKey"]
+    raise AssertionError("more pages than items")
+
+
+@pytest.mark.parametrize(
+    ("limit", "extra"),
+    [
+        (limit, extra)
+        for limit, extra in itertools.product(
+            [None, 1, 3, 40],
+            [
+                {},
+                {
+                    "FilterExpression": "n > :ten",
+                    "ExpressionAttributeValues": {":ten": {"N": "10"}},
+                },
+                {
+                    "ProjectionExpression": "pk, sk, #d, tags, absent",
+                    "ExpressionAttributeNames": {"#d": "data"},
+                },
+                {
+                    "ProjectionExpression": "sk, nested.l[1]",
+                    "FilterExpression": "attribute_exists(n) AND sk >= :c",
+                    "ExpressionAttributeValues": {":c": {"S": "c#0020"}},
+                },
+            ],
+        )
+    ],
+)
+def test_scan_pages_are_moto_s(
+    dynamodb: Any, table: str, limit: int | None, extra: dict[str, Any]
+) -> None:
+    """Pages of every size (the 1 MB page among them: the "big" partition), filtered and
+    projected, over partitions of string keys in no particular order of writing."""
+    request: dict[str, Any] = {"TableName": table, **extra}
+    if limit is not None:
+        request["Limit"] = limit
+    _scan_pages_agree(dynamodb, request)
+
+
+def test_scan_pages_stay_moto_s_as_items_come_and_go(dynamodb: Any) -> None:
+    """Pages read while items are added to partitions old and new, deleted (a partition
+    emptied among them) and replaced, as the collector's scan meets them beside appends."""
+    name = make_table(dynamodb)
+
+    def put(pk: str, sk: str, value: str = "v") -> None:
+        item = {"pk": {"S": pk}, "sk": {"S": sk}, "v": {"S": value}}
+        dynamodb.put_item(TableName=name, Item=item)
+
+    def delete(pk: str, sk: str) -> None:
+        dynamodb.delete_item(TableName=name, Key={"pk": {"S": pk}, "sk": {"S": sk}})
+
+    def agree() -> None:
+        for limit in (2, 5, None):
+            request: dict[str, Any] = {
+                "TableName": name,
+                "FilterExpression": "sk = :meta OR v = :r",
+                "ExpressionAttributeValues": {":meta": {"S": "meta"}, ":r": {"S": "replaced"}},
+            }
+            if limit is not None:
+                request["Limit"] = limit
+            _scan_pages_agree(dynamodb, request)
+
+    for pk in ("s#b", "d#1", "s#a", "sq#0"):
+        for number in range(0, 12, 3):
+            put(pk, f"c#{number:04}")
+        put(pk, "meta")
+    agree()
+    put("d#1", "c#0001")
+    put("d#0", "c#0005")  # a new partition, before the others
+    agree()
+    for number in range(0, 12, 3):
+        delete("sq#0", f"c#{number:04}")
+    delete("sq#0", "meta")  # emptied
+    delete("s#a", "c#0003")
+    agree()
+    put("s#b", "c#0006", "replaced")
+    agree()
+
+
+def test_a_scan_page_copies_only_what_its_filter_keeps(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The collector scans the table for a few stream items among many chunks: moto copied
+    every item it read (the page of a 1 MB read held the emulator's lock up to 160 ms)."""
+    name = make_table(dynamodb)
+    for number in range(300):
+        item = {"pk": {"S": "d#x"}, "sk": {"S": f"c#{number:016}"}, "b": {"B": b"x" * 1024}}
+        dynamodb.put_item(TableName=name, Item=item)
+    dynamodb.put_item(TableName=name, Item={"pk": {"S": "s#a"}, "sk": {"S": "meta"}})
+    copies: list[int] = []
+
+    def counted_deepcopy(value: Any) -> Any:
+        copies.append(1)
+        return copy.deepcopy(value)
+
+    monkeypatch.setattr(_scan, "copy", SimpleNamespace(deepcopy=counted_deepcopy))
+    request: dict[str, Any] = {
+        "TableName": name,
+        "FilterExpression": "sk = :meta",
+        "ExpressionAttributeValues": {":meta": {"S": "meta"}},
+        "Limit": 50,
+    }
+    found, pages = [], 0
+    while True:
+        page = dynamodb.scan(**request)
+        pages += 1
+        found += page["Items"]
+        if "LastEvaluatedKey" not in page:
+            break
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    assert [item["pk"]["S"] for item in found] == ["s#a"]
+    assert pages == 7 and copies == [1]
 
 
 def test_a_query_stops_at_a_megabyte_as_moto_does(dynamodb: Any, table: str) -> None:

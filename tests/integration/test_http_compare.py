@@ -21,8 +21,9 @@ pytestmark = pytest.mark.integration
 
 # Append latency p50/p99 through httpx and through http.client (4), concurrent shared and
 # separate (2), producer batched and not (2), live p50/p99 (2), bulk append and catch-up in
-# 64 KiB appends (2) and in 1 KiB appends (2), fan-out p50/p99 (2).
-ROWS = 18
+# 64 KiB appends (2) and in 1 KiB appends (2), appends over time p50/p99/max (3), fan-out
+# p50/p99 (2).
+ROWS = 21
 COLUMN = {"reference": 3, "ours": 4}  # the server's column in the printed table
 
 

@@ -365,3 +365,32 @@ def test_json_forks_must_start_between_messages(backend: Backend) -> None:
     for boundary in (0, 1, 13, 16):
         assert fork(store, f"f{boundary}", "j", anchor=boundary) is CreateStatus.CREATED
     assert_reference_counts_exact(backend)
+
+
+def test_the_collector_reading_two_items_a_page_removes_the_same(backend: Backend) -> None:
+    """On the embedded emulator (`dsaws serve`) each call of the collector is a step requests
+    may wait for, so its Scans and Queries read pages of `page_items`: counted here (DynamoDB
+    counts the items a Scan reads, before its filter), and nothing is left behind."""
+    store = make_store(backend)
+    for path in ("a", "b", "c"):
+        create(store, path, b"data-of-" + path.encode() * 40)
+        store.append(path, AppendIntent(TEXT, True, False), Payload(b"+more"))
+    assert store.delete("a") is Presence.FOUND
+    assert store.delete("b") is Presence.FOUND
+    read_per_call: list[int] = []
+
+    def count(parsed: dict[str, Any], **_: Any) -> None:
+        read_per_call.append(int(parsed.get("ScannedCount", len(parsed.get("Items", [])))))
+
+    events = store.dynamodb.meta.events
+    events.register("after-call.dynamodb.Scan", count)
+    events.register("after-call.dynamodb.Query", count)
+    try:
+        report = Collector(store, orphan_grace_seconds=0, page_items=2).run()
+    finally:
+        events.unregister("after-call.dynamodb.Scan", count)
+        events.unregister("after-call.dynamodb.Query", count)
+    assert report.incarnations_removed == 2 and report.objects_deleted > 0
+    assert max(read_per_call) == 2
+    assert read(store, "c") == b"data-of-" + b"c" * 40 + b"+more"
+    assert_data_bound_to_incarnations(backend)

@@ -317,3 +317,27 @@ def test_split_points_of_a_sealed_text_stream_fall_where_appends_ended(backend: 
     json_splits = set(json_store.boundaries(json_info, 0, json_info.tail))
     assert json_splits <= set(json_expected.boundaries())
     assert len(json_splits) > 3 * len(partition_items(backend, json_info.incarnation))  # pages
+
+
+def test_with_a_page_limit_every_query_of_the_sealer_reads_at_most_that_many_items(
+    backend: Backend,
+) -> None:
+    """On the embedded emulator (`dsaws serve`) each call of the sealer is a step requests may
+    wait for, so its Queries read pages of `page_items` chunks, not DynamoDB's 1 MB: counted
+    here, and the stream seals and reads the same."""
+    store = instance(backend)
+    expected = filled_stream(store, "s", BYTES, appends=120)
+    pages: list[int] = []
+
+    def count(parsed: dict[str, Any], **_: Any) -> None:
+        pages.append(len(parsed.get("Items", [])))
+
+    store.dynamodb.meta.events.register("after-call.dynamodb.Query", count)
+    try:
+        report = Sealer(store, SMALL, delete_threads=1, page_items=7).seal("s")
+    finally:
+        store.dynamodb.meta.events.unregister("after-call.dynamodb.Query", count)
+    assert report.segments_written >= 2 and report.races_lost == 0
+    assert max(pages) == 7 and len(pages) > 120 / 7  # every chunk listed, a page at a time
+    check_everywhere(store, "s", expected)
+    check_everywhere(instance(backend), "s", expected)

@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 
 from durable_streams_aws.core.config import Settings
-from durable_streams_aws.core.serving import FreezeAfterSlowCollections, Serving, prepare
+from durable_streams_aws.core.serving import (
+    EMBEDDED_PAGE_ITEMS,
+    EMBEDDED_SCAN_ITEMS,
+    FreezeAfterSlowCollections,
+    Serving,
+    prepare,
+)
 from durable_streams_aws.core.storage.sealer import DELETE_THREADS
 
 
@@ -60,6 +66,26 @@ def test_on_the_embedded_emulator_sweeps_wait_for_the_requests_of_the_served_app
     assert serving.sealing.quiet.idle_for() < 0.1
 
 
+def test_on_the_embedded_emulator_sweeps_take_turns_with_requests_in_short_steps(
+    prepared: list[Serving],
+) -> None:
+    serving = _prepare(prepared, embedded=True)
+    assert serving.lockstep is not None
+    assert serving.sealing is not None and serving.collecting is not None
+    assert serving.sealing.lockstep is serving.collecting.lockstep is serving.lockstep
+    # The sealer's Queries are pages of at most EMBEDDED_PAGE_ITEMS: each is a step a request
+    # may wait for (a 1 MB page of chunks held the emulator for up to 360 ms).
+    assert serving.sealing.sealer.page_items == EMBEDDED_PAGE_ITEMS <= 100
+    # And the collector's Scans and Queries, pages of at most EMBEDDED_SCAN_ITEMS (a 1 MB
+    # page of its scan held the emulator for 60 to 160 ms).
+    assert serving.collecting.collector.page_items == EMBEDDED_SCAN_ITEMS <= 500
+    # The served app tells the lockstep where its event loop is and when a request ends.
+    asyncio.run(serving.asgi({"type": "http"}, None, _ignore))
+    assert serving.lockstep.activity.loop is not None
+    assert serving.lockstep.activity.on_idle is not None
+    assert serving.lockstep.activity.in_flight == 0
+
+
 def test_against_aws_sweeps_do_not_wait_and_the_app_is_served_as_it_is(
     prepared: list[Serving],
 ) -> None:
@@ -67,6 +93,9 @@ def test_against_aws_sweeps_do_not_wait_and_the_app_is_served_as_it_is(
     assert serving.asgi is _app
     assert serving.sealing is not None and serving.sealing.quiet is None
     assert serving.sealing.sealer.delete_threads == DELETE_THREADS
+    assert serving.lockstep is None and serving.sealing.lockstep is None
+    assert serving.sealing.sealer.page_items is None  # DynamoDB's 1 MB pages
+    assert serving.collecting is not None and serving.collecting.collector.page_items is None
 
 
 def test_no_sealer_when_sealing_is_off(prepared: list[Serving]) -> None:
