@@ -132,12 +132,17 @@ class TailWatcher:
         away, or `budget` seconds pass; one consistent GetItem per poll interval, shared with
         the other waiters on `path`. Returns the last snapshot read (None when gone)."""
         deadline = time.monotonic() + budget
+        # The notifications a check here has seen the effect of. The caller's snapshot may come
+        # from a check begun before this process's last append to the stream, which notified
+        # before this waiter listened: at first any remembered notification wakes it, and it
+        # checks again (sharing a check begun after that notification, which usually exists).
+        seen = 0.0
         while True:
             now = time.monotonic()
             until = min(self._next_tick(now), deadline)
-            notified_at = await self.wakeups.wait(path, max(0.0, until - now))
+            notified_at = await self.wakeups.wait(path, max(0.0, until - now), after=seen)
             if notified_at is not None:
-                not_before = notified_at  # the check must see what the notifier committed
+                not_before = seen = notified_at  # the check must see what the notifier committed
             elif until < deadline:
                 not_before = until  # a grid tick: every waiter of the stream shares it
             else:

@@ -25,11 +25,17 @@ class Wakeups:
         # key: monotonic time of its last notify, oldest first
         self._notified: OrderedDict[str, float] = OrderedDict()
 
-    async def wait(self, key: str, timeout: float) -> float | None:
+    async def wait(self, key: str, timeout: float, after: float | None = None) -> float | None:
         """Return after `timeout` seconds (None), or sooner when `notify(key)` is called: then
-        the `time.monotonic()` of the notification."""
+        the `time.monotonic()` of the notification. `after`: a notification later than this
+        one (monotonic seconds) answers at once, even one made before this call, so a waiter
+        that learnt of the stream before a notification it was not yet waiting for does not
+        sleep through it."""
         future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         with self._lock:
+            last = self._notified.get(key, 0.0)
+            if after is not None and last > after:
+                return last
             self._waiters[key].add(future)
         try:
             try:
