@@ -132,10 +132,14 @@ class TailWatcher:
         away, or `budget` seconds pass; one consistent GetItem per poll interval, shared with
         the other waiters on `path`. Returns the last snapshot read (None when gone)."""
         deadline = time.monotonic() + budget
+        missed: float | None = None
         while True:
             now = time.monotonic()
             until = min(self._next_tick(now), deadline)
-            notified_at = await self.wakeups.wait(path, max(0.0, until - now))
+            if missed is not None:
+                notified_at, missed = missed, None
+            else:
+                notified_at = await self.wakeups.wait(path, max(0.0, until - now))
             if notified_at is not None:
                 not_before = notified_at  # the check must see what the notifier committed
             elif until < deadline:
@@ -149,6 +153,12 @@ class TailWatcher:
                 return info
             if time.monotonic() >= deadline:
                 return info
+            # A local change notified while the check ran may be missing from what it read,
+            # and this waiter, not waiting then, did not hear of it: it would have waited for
+            # the next tick (a long-poll answered 200 ms late). Check again at once.
+            notified = self.wakeups.last_notified(path)
+            if notified > not_before:
+                missed = notified
 
     async def snapshot_for_waiting(self, path: str) -> StreamInfo | None:
         """The stream item for a reader that will wait at the tail if the stream is as it was:
