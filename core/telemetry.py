@@ -57,6 +57,7 @@ class Metric(Enum):
     ITEMS_COLLECTED = "ItemsCollected"
     OBJECTS_COLLECTED = "ObjectsCollected"
     ORPHANS_COLLECTED = "OrphansCollected"
+    OBJECTS_NOT_COLLECTED = "ObjectsNotCollected"  # S3 refused to delete them; retried next run
     # Subscriptions (`functions/subscriptions.py`, and `dsaws serve`'s in-process worker).
     WEBHOOK_DELIVERIES = "WebhookDeliveries"  # wakes a webhook accepted
     WEBHOOK_FAILURES = "WebhookFailures"  # POSTs that failed (refused, timed out, unreachable)

@@ -25,7 +25,13 @@ def figures(report: CollectionReport) -> dict[Metric, float]:
         Metric.ITEMS_COLLECTED: report.items_deleted,
         Metric.OBJECTS_COLLECTED: report.objects_deleted,
         Metric.ORPHANS_COLLECTED: report.orphans_deleted,
+        Metric.OBJECTS_NOT_COLLECTED: report.objects_failed,
     }
+
+
+class CollectionIncomplete(Exception):
+    """S3 refused to delete some objects: the run fails, so that the functions' error alarm
+    and the dead-letter queue say so (a missing permission would otherwise go unseen)."""
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -34,4 +40,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     report = Collector(_backend.store).run()
     logger.info("collection finished", extra=report.as_dict())
     _telemetry.report(figures(report))
+    if report.objects_failed:
+        raise CollectionIncomplete(
+            f"S3 refused to delete {report.objects_failed} objects (logged above); "
+            "what names them stays for the next run"
+        )
     return report.as_dict()

@@ -12,6 +12,7 @@ incarnations (a fill of a range reserved before the delete may still land meanwh
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -25,6 +26,23 @@ from .dynamo import DynamoStore
 
 DEFAULT_ORPHAN_GRACE_SECONDS = 3600.0
 
+logger = logging.getLogger(__name__)
+
+
+class ObjectsNotDeleted(Exception):
+    """S3 answered a DeleteObjects with errors for some of its keys (a 200 that lists them:
+    a permission missing, a key it could not delete now). `deleted`: how many of the keys
+    did go."""
+
+    def __init__(self, errors: list[dict[str, str]], deleted: int) -> None:
+        self.errors = errors
+        self.deleted = deleted
+        first = errors[0]
+        super().__init__(
+            f"{len(errors)} objects not deleted; the first, {first.get('Key')}: "
+            f"{first.get('Code')} {first.get('Message', '')}".rstrip()
+        )
+
 
 @dataclass
 class CollectionReport:
@@ -33,6 +51,8 @@ class CollectionReport:
     items_deleted: int = 0
     objects_deleted: int = 0
     orphans_deleted: int = 0
+    # Objects S3 refused to delete: their incarnation (or orphans) stays for the next run.
+    objects_failed: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -67,9 +87,19 @@ class Collector:
             # deleted (it is not conditioned on the stream): the incarnation goes once the
             # grace has passed, and whatever such a fill wrote goes with it.
             if retired_at <= retired_before:
-                self._remove_incarnation(incarnation, path, report)
+                try:
+                    self._remove_incarnation(incarnation, path, report)
+                except ObjectsNotDeleted as refused:
+                    self._note_refusal(refused, f"incarnation {incarnation} of {path}", report)
         self._remove_orphans(report)
         return report
+
+    @staticmethod
+    def _note_refusal(refused: ObjectsNotDeleted, what: str, report: CollectionReport) -> None:
+        """Objects S3 would not delete: counted and logged, the rest of the run goes on, and
+        what names them stays, so the next run tries again."""
+        report.objects_failed += len(refused.errors)
+        logger.error("collecting %s: %s; the next run tries again", what, refused)
 
     # -------------------------------------------------------------- stream lifecycles
 
@@ -140,7 +170,11 @@ class Collector:
         # Objects first, then the items that name them, then the marker: an interrupted run
         # leaves the marker, and the next run finishes the job.
         keys = [o["Key"] for o in self._objects(data_prefix(incarnation))]
-        report.objects_deleted += self._delete_objects(keys)
+        try:
+            report.objects_deleted += self._delete_objects(keys)
+        except ObjectsNotDeleted as refused:
+            report.objects_deleted += refused.deleted
+            raise  # the items that name the objects, and the marker, stay
         report.items_deleted += self._delete_items(chunk_keys)
         report.items_deleted += self._delete_producers(producer_keys, incarnation)
         self._delete_items([items.retire_key(incarnation)])
@@ -160,7 +194,11 @@ class Collector:
                 continue
             named = self._named_objects(incarnation)
             orphans = [o["Key"] for o in old if o["Key"] not in named]
-            report.orphans_deleted += self._delete_objects(orphans)
+            try:
+                report.orphans_deleted += self._delete_objects(orphans)
+            except ObjectsNotDeleted as refused:
+                report.orphans_deleted += refused.deleted
+                self._note_refusal(refused, f"orphans of incarnation {incarnation}", report)
 
     def _named_objects(self, incarnation: str) -> set[str]:
         query = {
@@ -187,9 +225,17 @@ class Collector:
             yield from page.get("Contents", [])
 
     def _delete_objects(self, keys: list[str]) -> int:
+        """Delete the keys, 1,000 to a call; S3 answers 200 even when it refused some of them
+        and lists those in `Errors` (Quiet mode lists nothing else)."""
+        errors: list[dict[str, str]] = []
         for start in range(0, len(keys), 1000):
             batch = [{"Key": key} for key in keys[start : start + 1000]]
-            self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+            response = self.s3.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
+            )
+            errors += response.get("Errors", [])
+        if errors:
+            raise ObjectsNotDeleted(errors, deleted=len(keys) - len(errors))
         return len(keys)
 
     def _delete_producers(self, keys: list[dict[str, Any]], incarnation: str) -> int:

@@ -5,26 +5,22 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import re
 import shutil
 import subprocess
-import venv
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from iam_roles import TEMPLATE, run_tool, sam_tools, translate
 
 from durable_streams_aws.core.config import Settings, load_settings
 from durable_streams_aws.core.runtime import build_backend, ensure_resources
 from durable_streams_aws.infra.emulator import Emulator
 from durable_streams_aws.infra.lambda_bridge import function_url_event, lambda_environment
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-TEMPLATE = ROOT / "template.yaml"
-TOOLS = Path.home() / ".cache" / "durable-streams-aws" / "tools"
 PSEUDO_PARAMETERS = {
     "AWS::AccountId",
     "AWS::Region",
@@ -149,7 +145,7 @@ def test_only_the_api_reads_the_token_keys_and_the_origin_secret() -> None:
     assert secret_grants == {
         ("ApiFunction", "secretsmanager:GetSecretValue", str(api_secrets)),
         (
-            "SubscriptionFunction",
+            "SubscriptionRole",
             "secretsmanager:GetSecretValue",
             str({"!Ref": "WebhookSigningSecret"}),
         ),
@@ -175,16 +171,10 @@ def test_subscription_delivery_runs_from_its_queue_and_a_sweep_with_least_privil
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {
         "!GetAtt": "SubscriptionTaskFailures.Arn"
     }
-    granted = {
-        action: statement["Resource"]
-        for statement in _statements(resources["SubscriptionFunction"])
-        for action in statement["Action"]
-    }
-    # It never touches S3, deletes only what the store reaps on sight (an expired stream), and
-    # sends only to its own queue.
-    assert not any(action.startswith("s3:") for action in granted)
-    assert not any("BatchWrite" in action for action in granted)
-    assert granted["sqs:SendMessage"] == {"!GetAtt": "SubscriptionTasks.Arn"}
+    # Its role is the stack's own, not SAM's: SAM would attach AWSLambdaSQSQueueExecutionRole,
+    # which may receive from every queue in the account. What the role grants is checked
+    # against what the function's code calls in tests/deploy/test_roles.py.
+    assert function["Role"] == {"!GetAtt": "SubscriptionRole.Arn"} and "Policies" not in function
     # Both functions queue to it and read the same signing seed.
     for name in ("ApiFunction", "SubscriptionFunction"):
         variables = resources[name]["Properties"]["Environment"]["Variables"]
@@ -199,23 +189,7 @@ def test_the_sealer_runs_on_a_schedule_and_may_touch_only_what_sealing_needs() -
     schedule = sealer["Events"]["Schedule"]
     assert schedule["Type"] == "Schedule"
     assert schedule["Properties"]["Schedule"] == {"!Ref": "SealerSchedule"}
-    granted = {
-        action: statement["Resource"]
-        for statement in _statements(template["Resources"]["SealerFunction"])
-        for action in statement["Action"]
-    }
-    table = {"!GetAtt": "StreamsTable.Arn"}
-    data = {"!Sub": "${DataBucket.Arn}/data/*"}
-    assert granted == {
-        "dynamodb:GetItem": table,
-        "dynamodb:Query": table,
-        "dynamodb:Scan": table,
-        "dynamodb:PutItem": table,
-        "dynamodb:UpdateItem": table,
-        "dynamodb:DeleteItem": table,
-        "s3:GetObject": data,
-        "s3:PutObject": data,
-    }
+    # What its role grants is checked against what its code calls in tests/deploy/test_roles.py.
     # The API function and the sealer agree on when a stream is marked for sealing.
     variables = template["Globals"]["Function"]["Environment"]["Variables"]
     assert variables["DS_SEAL_HOT_BYTES"] == {"!Ref": "SealHotBytes"}
@@ -255,35 +229,6 @@ def test_the_spark_jobs_are_off_by_default_and_their_role_reaches_only_the_store
     ]
 
 
-def _tools() -> Path:
-    """cfn-lint and aws-sam-cli in a virtual environment of their own (sam pins its boto3)."""
-    binaries = TOOLS / "bin"
-    if not (binaries / "sam").exists() or not (binaries / "cfn-lint").exists():
-        venv.create(TOOLS, with_pip=True)
-        subprocess.run(
-            [
-                str(binaries / "python"),
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "aws-sam-cli",
-                "cfn-lint",
-            ],
-            check=True,
-        )
-    return binaries
-
-
-def _run(
-    command: list[str], path_first: Path | None = None, **kwargs: Any
-) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1"}
-    if path_first is not None:
-        env["PATH"] = f"{path_first}{os.pathsep}{env.get('PATH', '')}"
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, **kwargs)
-
-
 def test_the_api_function_starts_from_snapshots_behind_its_alias() -> None:
     """SnapStart applies to published versions only: the function publishes one whenever it
     changes, and everything that calls it (the Function URL, so CloudFront) calls the alias."""
@@ -304,29 +249,10 @@ def test_the_api_function_starts_from_snapshots_behind_its_alias() -> None:
         assert "SnapStart" not in properties and "AutoPublishAlias" not in properties
 
 
-_TRANSLATE = """
-import json, sys
-from samtranslator.translator.transform import transform
-from samtranslator.yaml_helper import yaml_parse
-
-class NoManagedPolicies:
-    def load(self):
-        return {}
-
-template = yaml_parse(sys.stdin.read())
-print(json.dumps(transform(template, {}, NoManagedPolicies())["Resources"]))
-"""
-
-
 def test_the_function_url_and_its_permissions_are_the_aliass() -> None:
     """What SAM makes of the template: the URL (which CloudFront's origin names) targets the
     alias, not the unpublished $LATEST that no snapshot serves."""
-    tools = _tools()
-    # SAM checks that a code location is an S3 URI; `sam deploy` puts one there.
-    source = TEMPLATE.read_text().replace("CodeUri: .", "CodeUri: s3://bucket/key")
-    translated = _run([str(tools / "python"), "-c", _TRANSLATE], input=source)
-    assert translated.returncode == 0, translated.stderr[-3000:]
-    resources = json.loads(translated.stdout)
+    resources = translate()["Resources"]
     alias = {"Ref": "ApiFunctionAliaslive"}
     assert resources["ApiFunctionAliaslive"]["Type"] == "AWS::Lambda::Alias"
     version = resources["ApiFunctionAliaslive"]["Properties"]["FunctionVersion"]["Fn::GetAtt"][0]
@@ -341,10 +267,10 @@ def test_the_function_url_and_its_permissions_are_the_aliass() -> None:
 
 
 def test_cfn_lint_and_sam_validate_pass() -> None:
-    tools = _tools()
-    lint = _run([str(tools / "cfn-lint"), str(TEMPLATE)])
+    tools = sam_tools()
+    lint = run_tool([str(tools / "cfn-lint"), str(TEMPLATE)])
     assert lint.returncode == 0, lint.stdout + lint.stderr
-    validate = _run([str(tools / "sam"), "validate", "--lint", "--template", str(TEMPLATE)])
+    validate = run_tool([str(tools / "sam"), "validate", "--lint", "--template", str(TEMPLATE)])
     assert validate.returncode == 0, validate.stdout + validate.stderr
 
 
@@ -386,12 +312,12 @@ def _runtime_python(runtime: str) -> Path | None:
 
 
 def test_sam_build_artifact_answers_function_url_events(tmp_path: Path, emulator: Emulator) -> None:
-    tools = _tools()
+    tools = sam_tools()
     python = _runtime_python(load_template()["Globals"]["Function"]["Runtime"])
     if python is None:
         pytest.skip("no interpreter of the template's runtime on this machine")
     build_dir = tmp_path / "build"
-    built = _run(
+    built = run_tool(
         [
             str(tools / "sam"),
             "build",

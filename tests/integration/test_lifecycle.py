@@ -394,3 +394,45 @@ def test_the_collector_reading_two_items_a_page_removes_the_same(backend: Backen
     assert max(read_per_call) == 2
     assert read(store, "c") == b"data-of-" + b"c" * 40 + b"+more"
     assert_data_bound_to_incarnations(backend)
+
+
+class _RefusingDeletes:
+    """An S3 client whose DeleteObjects answers as S3 does to a role without
+    `s3:DeleteObject`: 200, each key listed in `Errors`, nothing deleted."""
+
+    def __init__(self, s3: Any) -> None:
+        self._s3 = s3
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._s3, name)
+
+    def delete_objects(self, Bucket: str, Delete: dict[str, Any]) -> dict[str, Any]:
+        errors = [
+            {"Key": o["Key"], "Code": "AccessDenied", "Message": "Access Denied"}
+            for o in Delete["Objects"]
+        ]
+        return {"Errors": errors}
+
+
+def test_objects_s3_refuses_to_delete_keep_their_incarnation_for_the_next_run(
+    backend: Backend,
+) -> None:
+    store = make_store(backend)
+    create(store, "s", b"stored in an object")
+    create(store, "kept", b"still read")
+    assert store.delete("s") is Presence.FOUND
+    before = data_keys(backend)
+    refused = DynamoStore(
+        backend.dynamodb,
+        _RefusingDeletes(backend.s3),
+        backend.settings.table,
+        backend.settings.bucket,
+    )
+    report = Collector(refused, orphan_grace_seconds=0).run()
+    assert report.objects_failed == 1 and report.objects_deleted == 0
+    assert report.incarnations_removed == 0
+    assert data_keys(backend) == before  # the items naming the object, and the marker, stay
+    report = Collector(store, orphan_grace_seconds=0).run()
+    assert report.objects_failed == 0 and report.incarnations_removed == 1
+    assert read(store, "kept") == b"still read"
+    assert_data_bound_to_incarnations(backend)

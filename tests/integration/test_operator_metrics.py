@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -113,3 +115,34 @@ def test_the_sealer_and_the_collector_report_their_runs(emulator: Emulator) -> N
     records = emf_records(lines)
     for metric in ("IncarnationsCollected", "ObjectsCollected", "OrphansCollected"):
         assert values_of(records, metric) == [0.0], metric
+
+
+_REFUSED_COLLECTION = """
+from durable_streams_aws.core.storage import CollectionReport
+from durable_streams_aws.functions import gc
+from durable_streams_aws.functions.events import LambdaContext
+
+class Refused:  # a run in which S3 refused to delete two objects
+    def __init__(self, store):
+        pass
+
+    def run(self):
+        return CollectionReport(objects_failed=2)
+
+gc.Collector = Refused
+try:
+    gc.handler({"source": "aws.events"}, LambdaContext())
+except gc.CollectionIncomplete as failed:
+    print("FAILED", failed, flush=True)
+"""
+
+
+def test_a_collection_s3_refused_fails_its_run_after_reporting_it(emulator: Emulator) -> None:
+    env = {**os.environ, **lambda_environment(emulator.endpoint, "ops-refused", "ops-refused")}
+    run = subprocess.run(
+        [sys.executable, "-c", _REFUSED_COLLECTION], env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert any(line.startswith("FAILED S3 refused to delete 2 objects") for line in lines)
+    assert values_of(emf_records(lines), "ObjectsNotCollected") == [2.0]
