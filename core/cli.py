@@ -40,19 +40,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     exit_on_termination()
 
-    settings = _settings(
-        args,
-        long_poll_timeout=args.long_poll_timeout,
-        auth=True if args.auth else None,
-        max_response_bytes=None
-        if f"{ENV_PREFIX}MAX_RESPONSE_BYTES" in os.environ
-        else SERVE_MAX_RESPONSE_BYTES,
-    )
-    if settings.webhook_allow_localhost is None:
-        # Loopback webhooks let a subscriber make the server POST to any local port: only
-        # for a server nobody but this machine's users can reach and subscribe to.
-        local_only = args.host in _LOOPBACK and not settings.auth
-        settings = settings.model_copy(update={"webhook_allow_localhost": local_only})
+    settings = serve_settings(args)
     if not settings.auth and args.host not in _LOOPBACK:
         print(
             f"dsaws: WARNING: serving on {args.host} with no access control: anyone who can "
@@ -336,6 +324,26 @@ def _export(arguments: list[str]) -> int:
         )
         return 3
     return export_main(arguments, prog="dsaws export")
+
+
+def serve_settings(args: argparse.Namespace) -> Settings:
+    """The settings `dsaws serve` runs with: the environment's and its command line's, and its
+    own defaults where a local server's differ from a deployment's (the documented defaults are
+    checked against these, not only against `Settings`)."""
+    settings = _settings(
+        args,
+        long_poll_timeout=args.long_poll_timeout,
+        auth=True if args.auth else None,
+        max_response_bytes=None
+        if f"{ENV_PREFIX}MAX_RESPONSE_BYTES" in os.environ
+        else SERVE_MAX_RESPONSE_BYTES,
+    )
+    if settings.webhook_allow_localhost is None:
+        # Loopback webhooks let a subscriber make the server POST to any local port: only
+        # for a server nobody but this machine's users can reach and subscribe to.
+        local_only = args.host in _LOOPBACK and not settings.auth
+        settings = settings.model_copy(update={"webhook_allow_localhost": local_only})
+    return settings
 
 
 def _settings(args: argparse.Namespace, **extra: object) -> Settings:

@@ -95,8 +95,13 @@ def test_the_client_alone_needs_only_httpx(wheels: dict[str, Path]) -> None:
         }
         packaged = {n for n in wheel.namelist() if n.endswith(".py")}
         requirements = [Requirement(r) for r in _metadata(wheel).get_all("Requires-Dist") or []]
+        entry_points = wheel.read(
+            "durable_streams_aws_client-0.1.0.dist-info/entry_points.txt"
+        ).decode()
     assert packaged == {f"durable_streams_aws/client/{p}" for p in _sources(CLIENT)}
     assert [r.name for r in requirements] == ["httpx"]
+    # The docs present the stream commands as the client's: installed alone, it has them.
+    assert "dsaws = durable_streams_aws.client.commands:main" in entry_points
 
 
 def test_both_distributions_have_the_same_version() -> None:
@@ -147,8 +152,15 @@ for module in pkgutil.iter_modules(client.__path__):
 from durable_streams_aws.client import DurableStream, IdempotentProducer, Offset
 for name in ("durable_streams_aws.core", "fastapi", "boto3", "pydantic"):
     assert importlib.util.find_spec(name) is None, name
+from durable_streams_aws.client.commands import main
+try:
+    main(["--help"])
+except SystemExit as exit:
+    assert exit.code == 0, exit.code
 """
     run = subprocess.run(
         [sys.executable, "-S", "-c", check], cwd=tmp_path, capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr[-3000:]
+    for command in ("create", "append", "read", "tail", "head", "close", "delete", "fork"):
+        assert command in run.stdout

@@ -1,5 +1,8 @@
 """The `dsaws` stream commands: create, append, read, tail, head, close, delete, fork.
 
+The whole project's `dsaws` (`core.cli`) adds them to its server commands; the client's own
+distribution installs a `dsaws` of these commands alone (`main`).
+
 Streams are named relative to a base URL (`--url`, or `DSAWS_URL`, default the local server).
 Data goes to standard output exactly as stored (JSON streams: one message per line, or
 indented with `--pretty`); where to resume (`next offset: ...`) goes to standard error.
@@ -12,7 +15,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 from ._errors import (
@@ -110,6 +113,13 @@ def add_commands(commands: Any) -> None:
     fork = command("fork", "create the stream as a fork of another")
     fork.add_argument("--from", dest="source", required=True, help="the source stream's path")
     fork.add_argument("--at", dest="offset", help="fork offset (default: the source's tail)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`dsaws` as the client's distribution installs it: the stream commands, nothing else."""
+    parser = argparse.ArgumentParser(prog="dsaws", description="Durable Streams stream commands")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    return run(parser.parse_args(argv))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -303,3 +313,7 @@ _COMMANDS = {
     "delete": _delete,
     "fork": _fork,
 }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

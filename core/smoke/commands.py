@@ -8,6 +8,7 @@ import os
 from typing import Any
 from urllib.parse import urlsplit
 
+from ...client.commands import TOKEN_VARIABLE
 from ._run import SmokeOptions, format_report, run_smoke
 from ._verdicts import Outcome
 
@@ -23,9 +24,10 @@ def add_commands(commands: Any) -> None:
     )
     smoke.add_argument(
         "--token",
-        default=os.environ.get("DS_TOKEN"),
+        default=os.environ.get(TOKEN_VARIABLE),
         help="a bearer token with read,append,create,delete,fork on --prefix (default: "
-        "DS_TOKEN); also checks that a write without it is refused",
+        f"${TOKEN_VARIABLE}, as the stream commands); also checks that a write without it is "
+        "refused",
     )
     smoke.add_argument(
         "--origin",
