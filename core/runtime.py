@@ -56,17 +56,19 @@ def build_backend(
     telemetry: Telemetry | None = None,
     lean_emulator: bool = False,
     in_process: bool = False,
+    dynamodb_endpoint: str | None = None,
 ) -> Backend:
     """Clients for real AWS (standard credentials, `AWS_ENDPOINT_URL*` honoured by boto3), or
     for the emulator at `endpoint`, leaving out what only AWS needs with `lean_emulator`
     (`AwsSettings.lean_emulator_dynamodb`); `in_process`: that emulator answers in this
-    process, without a socket (see `Backend.in_process`)."""
-    if lean_emulator and endpoint is None:
+    process, without a socket (see `Backend.in_process`). `dynamodb_endpoint`: DynamoDB
+    elsewhere than the emulator's (DynamoDB Local), S3 still the emulator's."""
+    if lean_emulator and (endpoint is None or dynamodb_endpoint is not None):
         raise ValueError("lean_emulator is for the emulator's clients, not AWS's")
     if endpoint is not None:
         aws = AwsSettings(
             region=EMULATOR_REGION,
-            dynamodb_endpoint=endpoint,
+            dynamodb_endpoint=dynamodb_endpoint or endpoint,
             s3_endpoint=endpoint,
             lean_emulator_dynamodb=lean_emulator,
         )

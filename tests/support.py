@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from benchmarks._processes import (
     DSAWS_SERVE,
@@ -41,6 +42,28 @@ def store_on(backend: Backend, **options: Any) -> DynamoStore:
     return DynamoStore(
         backend.dynamodb, backend.s3, backend.settings.table, backend.settings.bucket, **options
     )
+
+
+MOTO = "moto"
+DYNAMODB_LOCAL = "dynamodb-local"
+
+
+def dynamodb_endpoint(request: pytest.FixtureRequest, kind: str) -> str | None:
+    """The DynamoDB endpoint of `kind` (see conftest's `dynamodb_kind`); None: the
+    emulator's own."""
+    if kind == DYNAMODB_LOCAL:
+        return str(request.getfixturevalue("dynamodb_local").endpoint)
+    return None
+
+
+def endpoint_env(backend: Backend) -> dict[str, str]:
+    """The variables that point a process's boto3 at the backend's S3 and DynamoDB (which may
+    be DynamoDB Local rather than the emulator's)."""
+    return {
+        "AWS_ENDPOINT_URL": str(backend.s3.meta.endpoint_url),
+        "AWS_ENDPOINT_URL_DYNAMODB": str(backend.dynamodb.meta.endpoint_url),
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
 
 
 def remove_resources(backend: Backend) -> None:

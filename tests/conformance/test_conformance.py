@@ -117,6 +117,13 @@ def test_conformance_while_sealing_aggressively(tmp_path: Path, emulator: Emulat
     assert segments > 100
 
 
+def test_conformance_on_dynamodb_local(tmp_path: Path, dynamodb_local_installed: None) -> None:
+    """`dsaws serve --dynamodb-local`: the tables on Amazon's DynamoDB Local (its own
+    validation and expression parser), S3 on the embedded emulator."""
+    server = ServerProcess("--dynamodb-local", "--in-memory", "--long-poll-timeout", "1")
+    check_full_suite(server, tmp_path / "report.json", "on DynamoDB Local")
+
+
 def test_conformance_through_the_lambda_handler(tmp_path: Path) -> None:
     """functions.api.handler behind Function URL events, SSE in bounded-window mode, configured
     as the template deploys it: access control on with every stream publicly readable (writes

@@ -25,6 +25,8 @@ from durable_streams_aws.core.storage.aws import Conflict
 TEXT = "text/plain"
 VOID_AFTER = 0.4
 
+pytestmark = pytest.mark.both_dynamodbs
+
 
 def plain(data: bytes, close: bool = False, seq: str | None = None) -> tuple[AppendIntent, Payload]:
     return AppendIntent(TEXT, bool(data), close, stream_seq=seq), Payload(data)

@@ -16,8 +16,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from storage_checks import assert_data_bound_to_incarnations
-from support import FakeClock, store_on
+from support import FakeClock, endpoint_env, store_on
 
 from durable_streams_aws.core.protocol.append import AppendIntent, Verdict
 from durable_streams_aws.core.runtime import Backend
@@ -33,6 +34,8 @@ from durable_streams_aws.core.storage import (
 from durable_streams_aws.core.storage import _items as items
 
 TEXT = "text/plain"
+
+pytestmark = pytest.mark.both_dynamodbs
 
 
 def make_store(backend: Backend, clock: FakeClock | None = None) -> DynamoStore:
@@ -290,11 +293,7 @@ def test_dsaws_gc_command_collects_through_an_endpoint(backend: Backend, emulato
     store = make_store(backend)
     create(store, "gone", b"some bytes to collect")
     store.delete("gone")
-    env = {
-        **os.environ,
-        "AWS_ENDPOINT_URL": emulator.endpoint,
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
+    env = {**os.environ, **endpoint_env(backend)}
     run = subprocess.run(
         [
             sys.executable,

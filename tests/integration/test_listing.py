@@ -16,6 +16,8 @@ from durable_streams_aws.core.runtime import Backend
 
 JSON = {"Content-Type": "application/json"}
 
+pytestmark = pytest.mark.both_dynamodbs
+
 
 @pytest.fixture
 def client(backend: Backend) -> Iterator[TestClient]:

@@ -36,6 +36,8 @@ SMALL = b"small"
 LARGE = b"L" * 5000  # above the inline limit: stored in S3 before the commit
 JSON_MANY = b"[" + b",".join(b"%d" % i for i in range(20000)) + b"]"  # index goes to S3 too
 
+pytestmark = pytest.mark.both_dynamodbs
+
 
 def instance(backend: Backend, clock: FakeClock | None = None) -> DynamoStore:
     extra: dict[str, Any] = {"clock": clock} if clock is not None else {}

@@ -39,6 +39,8 @@ from durable_streams_aws.core.storage import _items as items
 
 SMALL = SealPolicy(segment_bytes=3000, hot_bytes=0, page_bytes=400)
 
+pytestmark = pytest.mark.both_dynamodbs
+
 
 def instance(backend: Backend, **options: Any) -> DynamoStore:
     """Another server instance on the same table and bucket, with a memory of its own."""

@@ -35,6 +35,8 @@ from durable_streams_aws.core.storage._seal_plan import plan
 
 POLICY = SealPolicy(segment_bytes=4000, hot_bytes=0, page_bytes=500)
 
+pytestmark = pytest.mark.both_dynamodbs
+
 
 def crashing_store(backend: Backend, client: str, operation: str, nth: int) -> DynamoStore:
     dynamodb, s3 = backend.dynamodb, backend.s3

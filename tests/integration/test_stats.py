@@ -16,7 +16,7 @@ from durable_streams_aws.core.app import create_app
 from durable_streams_aws.core.runtime import Backend
 from durable_streams_aws.core.storage import Collector, Sealer, SealPolicy, gather_stats
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.both_dynamodbs]
 
 TEXT = {"Content-Type": "text/plain"}
 STREAMS = "/v1/stream"

@@ -27,6 +27,8 @@ from durable_streams_aws.core.storage import _items as items
 TEXT = "text/plain"
 JSON = "application/json"
 
+pytestmark = pytest.mark.both_dynamodbs
+
 
 def spec(content_type: str = TEXT, payload: Payload | None = None, **kwargs: Any) -> CreateSpec:
     return CreateSpec(

@@ -41,6 +41,8 @@ ROOT = "http://test.local/v1/stream/"
 SIGNING = SigningKey.from_secret_text("shared by both instances")
 KEYS = Keys(SIGNING, TokenSigner(derive_token_key(SIGNING.seed)))
 
+pytestmark = pytest.mark.both_dynamodbs
+
 
 class Tasks:
     """A scheduler that keeps tasks for the test to run when the fake clock says so."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from support import ServerProcess, dsaws
+from support import ServerProcess, dsaws, dynamodb_endpoint
 
 from durable_streams_aws.infra.emulator import Emulator
 
@@ -39,8 +39,13 @@ class Deployment:
         )
 
 
+pytestmark = pytest.mark.both_dynamodbs
+
+
 @pytest.fixture
-def deployment(emulator: Emulator) -> Iterator[Deployment]:
+def deployment(
+    emulator: Emulator, dynamodb_kind: str, request: pytest.FixtureRequest
+) -> Iterator[Deployment]:
     suffix = uuid.uuid4().hex[:12]
     table, bucket = f"two-{suffix}", f"two-{suffix}"
     env = {
@@ -49,6 +54,9 @@ def deployment(emulator: Emulator) -> Iterator[Deployment]:
         "AWS_DEFAULT_REGION": "us-east-1",
         "DS_INLINE_MAX_BYTES": "1024",
     }
+    tables = dynamodb_endpoint(request, dynamodb_kind)
+    if tables is not None:
+        env["AWS_ENDPOINT_URL_DYNAMODB"] = tables
     args = ("--aws", "--table", table, "--bucket", bucket, "--long-poll-timeout", "1")
     with (
         ServerProcess(*args, env=env) as one,
