@@ -7,19 +7,33 @@ error: under 1% of appends may fail (503, after the store's retries)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support import store_on
+from support import FakeClock, store_on
 from test_hot_streams import plain, produced, read_placed
+from test_subscription_service import SIGNING, Hook, Tasks
 
+from durable_streams_aws.core.http.subscriptions import complete_wake
 from durable_streams_aws.core.protocol.append import Verdict
+from durable_streams_aws.core.protocol.offsets import format_offset
 from durable_streams_aws.core.runtime import Backend
 from durable_streams_aws.core.storage import CreateSpec, DynamoStore, StoreUnavailable
 from durable_streams_aws.core.storage.aws import AwsSettings, make_clients, when_made
+from durable_streams_aws.core.subscriptions import (
+    Keys,
+    SubscriptionError,
+    Subscriptions,
+    parse_config,
+)
+from durable_streams_aws.core.subscriptions._tokens import TokenSigner, derive_token_key
+from durable_streams_aws.core.subscriptions.store import SubscriptionStore
+from durable_streams_aws.core.subscriptions.wiring import StreamAccess
 from durable_streams_aws.infra.dynamodb_faults import DynamoFaults, FaultRates
 
 pytestmark = pytest.mark.both_dynamodbs
@@ -32,9 +46,10 @@ RATES = FaultRates(conflict=0.05, throttle=0.01, server_error=0.01, applied_then
 
 
 def faulty_stores(
-    backend: Backend, count: int, seed: int
+    backend: Backend, count: int, seed: int, **options: Any
 ) -> tuple[list[DynamoStore], DynamoFaults]:
-    """`count` stores on the backend's table and bucket, their DynamoDB answered with faults."""
+    """`count` stores on the backend's table and bucket, their DynamoDB answered with faults;
+    `options` are DynamoStore's."""
     faults = DynamoFaults(RATES, seed=seed)
     settings = AwsSettings(
         region="us-east-1",
@@ -49,7 +64,7 @@ def faulty_stores(
             backend.s3,
             backend.settings.table,
             backend.settings.bucket,
-            void_after=VOID_AFTER,
+            **{"void_after": VOID_AFTER, **options},
         )
         for _ in range(count)
     ]
@@ -177,3 +192,86 @@ def test_the_injected_answers_are_dynamodbs(backend: Backend) -> None:
     lost = first_answer(FaultRates(applied_then_server_error=1.0), put, "put_item")
     assert is_unavailable(lost)
     assert backend.dynamodb.get_item(TableName=table, Key=item).get("Item") == item  # applied
+
+
+def _retried(work: Callable[[], Any], attempts: int = 10) -> Any:
+    """What a client does with a 503: the same request again."""
+    for _ in range(attempts - 1):
+        try:
+            return work()
+        except StoreUnavailable:
+            continue
+    return work()
+
+
+def service_on(store: DynamoStore, clock: FakeClock) -> tuple[Subscriptions, Tasks]:
+    tasks = Tasks(clock)
+    keys = Keys(SIGNING, TokenSigner(derive_token_key(SIGNING.seed)))
+    service = Subscriptions(
+        SubscriptionStore(store.dynamodb, store.table),
+        StreamAccess(store),
+        lambda: keys,
+        tasks,
+        Hook(),
+        clock=clock,
+    )
+    return service, tasks
+
+
+def _acked(service: Subscriptions) -> dict[str, int]:
+    _, statuses = _retried(lambda: service.describe("p"))
+    return {status.link.path: status.acked for status in statuses}
+
+
+def test_pull_wakes_under_conflicts_ack_every_byte_once(backend: Backend) -> None:
+    """Two subscription instances and the writers of the streams they watch, all meeting the
+    faults: every stream is woken, claimed and acked to its tail, and no cursor passes it."""
+    clock = FakeClock(time.time())
+    (writer, one_store, two_store), faults = faulty_stores(backend, 3, seed=5, clock=clock)
+    one, two = (service_on(store, clock) for store in (one_store, two_store))
+    backend.store.create("wake/pool", CreateSpec("application/json"))
+    document = {"type": "pull-wake", "pattern": "jobs/*", "wake_stream": "wake/pool"}
+    config = parse_config(json.dumps(document).encode(), allow_local_http=False)
+    _retried(lambda: one[0].create("p", config, "http://test.local/v1/stream/"))
+    tails: dict[str, int] = {}
+    for index in range(6):
+        path = f"jobs/{index}"
+        _retried(lambda path=path: writer.create(path, CreateSpec(TEXT)))
+        for seq in range(3):
+            request = produced(f"job{index}", seq, f"{path}:{seq};".encode())
+            outcome = _retried(lambda path=path, request=request: writer.append(path, *request))
+            tails[path] = outcome.info.tail
+        (one if index % 2 else two)[0].changed(path)
+
+    def run_tasks() -> None:
+        for _ in range(50):
+            due = [(service, tasks, tasks.take()) for service, tasks in (one, two)]
+            if not any(batch for _, _, batch in due):
+                return
+            for service, tasks, batch in due:
+                for failed in service.run(batch):  # handed back, as SQS delivers it again
+                    tasks.send(failed)
+        raise AssertionError("the tasks never ran out")
+
+    for _ in range(40):
+        run_tasks()
+        try:
+            won = _retried(lambda: one[0].claim("p", "w"))
+        except SubscriptionError as nothing:
+            if nothing.code != "NO_PENDING_WORK":
+                raise
+            if _acked(one[0]) == tails:
+                break
+            clock.now += 31  # a lost wake is announced again after its lease
+            continue
+        wake = won.subscription.wake
+        assert wake is not None
+        acks = [{"stream": s.path, "offset": format_offset(s.tail)} for s in won.streams]
+        body = {"wake_id": wake.wake_id, "generation": wake.generation, "acks": acks, "done": True}
+        _retried(
+            lambda won=won, body=body: complete_wake(
+                two[0], "p", won.token, json.dumps(body).encode()
+            )
+        )
+    assert _acked(one[0]) == tails
+    assert faults.injected["conflict"] > 0, dict(faults.injected)
