@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,28 @@ def store_on(backend: Backend, **options: Any) -> DynamoStore:
 
 MOTO = "moto"
 DYNAMODB_LOCAL = "dynamodb-local"
+
+
+def webhook_receiver() -> tuple[ThreadingHTTPServer, list[dict[str, Any]]]:
+    """A webhook receiver on this machine that acks every wake it is sent (`{"done": true}`),
+    and the wakes it received; `server.shutdown()` stops it."""
+    wakes: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            wakes.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            answer = b'{"done": true}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, wakes
 
 
 def dynamodb_endpoint(request: pytest.FixtureRequest, kind: str) -> str | None:

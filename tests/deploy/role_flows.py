@@ -27,7 +27,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ import boto3
 from botocore.client import BaseClient
 from botocore.endpoint import Endpoint
 from iam_roles import describe
+from support import webhook_receiver
 
 from durable_streams_aws.core.storage._ranges import DEFAULT_VOID_AFTER_SECONDS as VOID_AFTER
 
@@ -110,30 +110,6 @@ class Functions:
             asyncio.set_event_loop(None)
 
 
-class Receiver:
-    """A webhook receiver on this machine that acks every wake it is sent."""
-
-    def __init__(self) -> None:
-        self.wakes: list[dict[str, Any]] = []
-        wakes = self.wakes
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                wakes.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                answer = b'{"done": true}'
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-
-
 class Api:
     """Requests to the API function, as CloudFront forwards them (the origin secret added)
     with a token that may do everything."""
@@ -184,7 +160,7 @@ S = "/v1/stream/"
 TEXT = {"content_type": "text/plain"}
 
 
-def api_flows(api: Api, functions: Functions, receiver: Receiver) -> None:
+def api_flows(api: Api, functions: Functions, hook_url: str) -> None:
     """The API's routes: the three append paths (inline, S3, producers), reads of every kind,
     close, forks, TTL, listing, deletes, hot streams with a dead writer and a close among
     them, and the subscriptions' control API."""
@@ -248,7 +224,7 @@ def api_flows(api: Api, functions: Functions, receiver: Receiver) -> None:
 
     # Subscriptions: a webhook on a pattern, a pull-wake on named streams, links added and
     # removed, the signing keys.
-    webhook = {"type": "webhook", "pattern": "orders/*", "webhook": {"url": receiver.url}}
+    webhook = {"type": "webhook", "pattern": "orders/*", "webhook": {"url": hook_url}}
     api("PUT", S + "__ds/subscriptions/orders", webhook)
     # Expired before the subscription function's check lists the pattern: it reaps it.
     api("PUT", S + "orders/expiring", b"soon gone", stream_ttl="1", **TEXT)
@@ -427,12 +403,12 @@ def main(config_path: str, record_path: str) -> None:
         audience=config["audience"],
     )
     api = Api(functions, token, config["origin_secret"])
-    receiver = Receiver()
+    receiver, wakes = webhook_receiver()
     try:
-        api_flows(api, functions, receiver)
+        api_flows(api, functions, f"http://127.0.0.1:{receiver.server_address[1]}/hook")
         time.sleep(VOID_AFTER + 0.3)  # the wake stream's dead range is due
         assert run_queue(functions, config["queue_url"]) > 0
-        assert receiver.wakes, "the webhook was never woken"
+        assert wakes, "the webhook was never woken"
         claim_and_ack(api)
         links = link_items(config["table"])
         api("DELETE", S + "__ds/subscriptions/orders")
@@ -444,7 +420,7 @@ def main(config_path: str, record_path: str) -> None:
         sealer_flows(api, functions, config["table"])
         collector_flows(functions, config["table"])
     finally:
-        receiver.server.shutdown()
+        receiver.shutdown()
         Path(record_path).write_text(json.dumps(RECORDS))
 
 

@@ -153,7 +153,10 @@ def _run_flows(emulator: Emulator, flows: dict[str, Any], tmp: Path) -> list[dic
         "AWS_ACCESS_KEY_ID": "emulator",
         "AWS_SECRET_ACCESS_KEY": "emulator",
         "AWS_LAMBDA_FUNCTION_NAME": "dsaws-roles",
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        # iam_roles beside it, tests/support.py, and the repository's root (benchmarks).
+        "PYTHONPATH": os.pathsep.join(
+            [str(HERE), str(HERE.parent), str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")]
+        ),
     }
     run = subprocess.run(
         [sys.executable, str(HERE / "role_flows.py"), str(config), str(record)],

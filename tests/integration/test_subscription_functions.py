@@ -6,39 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import boto3
-from support import emf_records, invoke_function, values_of
+from support import emf_records, invoke_function, values_of, webhook_receiver
 
 from durable_streams_aws.core.config import Settings
 from durable_streams_aws.core.runtime import build_backend, ensure_resources
 from durable_streams_aws.infra.emulator import Emulator
 from durable_streams_aws.infra.lambda_bridge import function_url_event, lambda_environment
-
-
-def _receiver() -> tuple[ThreadingHTTPServer, list[dict[str, Any]]]:
-    wakes: list[dict[str, Any]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            wakes.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            answer = b'{"done": true}'
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, wakes
 
 
 def test_a_webhook_wake_travels_through_sqs_and_the_subscription_function(
@@ -55,7 +32,7 @@ def test_a_webhook_wake_travels_through_sqs_and_the_subscription_function(
         "DS_WEBHOOK_SECRET": "functions test",
         "DS_WEBHOOK_ALLOW_LOCALHOST": "true",  # the receiver below is local
     }
-    server, wakes = _receiver()
+    server, wakes = webhook_receiver()
     try:
         hook = f"http://127.0.0.1:{server.server_address[1]}/hook"
         subscription = {"type": "webhook", "pattern": "orders/*", "webhook": {"url": hook}}
