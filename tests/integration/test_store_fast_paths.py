@@ -92,9 +92,9 @@ def _request_shapes() -> dict[str, Callable[..., Any]]:
 SHAPES = _request_shapes()
 
 
-def _noting(seen: SlowPaths, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+def _noting(built: set[str], name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     def building(*args: Any, **kwargs: Any) -> Any:
-        seen.built.add(name)
+        built.add(name)
         return function(*args, **kwargs)
 
     return building
@@ -139,8 +139,7 @@ def slow(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowPath
         return built
 
     monkeypatch.setattr(_fast_conditions, "build", building)
-    for name, function in SHAPES.items():
-        monkeypatch.setattr(requests, name, _noting(seen, name, function))
+    seen.built = note_shapes(monkeypatch)
     _fast_item_requests.observe(seen.request)
     _moto_fast_query.observe(
         lambda table: seen.queries.append(table.name) if table.name == seen.table else None
@@ -283,7 +282,9 @@ def maintenance(store: DynamoStore, clock: FakeClock) -> None:
     assert Collector(store, orphan_grace_seconds=0, clock=clock).run().incarnations_removed > 0
 
 
-def test_every_request_the_store_sends_is_answered_fast(backend: Backend, slow: SlowPaths) -> None:
+def store_workload(backend: Backend) -> None:
+    """Every flow above, which together build every request shape of `_requests` (the twin
+    on DynamoDB Local, `test_dynamodb_local_requests.py`, runs it too)."""
     clock = FakeClock(time.time())
     store = store_on(backend, clock=clock, void_after=VOID_AFTER)
     direct_appends(backend, store)
@@ -291,6 +292,18 @@ def test_every_request_the_store_sends_is_answered_fast(backend: Backend, slow: 
     reserved_appends(backend, clock)
     forks_and_lifecycle(store, clock)
     maintenance(store, clock)
+
+
+def note_shapes(monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """The names of the `_requests` functions called from now on (the set fills as they are)."""
+    built: set[str] = set()
+    for name, function in SHAPES.items():
+        monkeypatch.setattr(requests, name, _noting(built, name, function))
+    return built
+
+
+def test_every_request_the_store_sends_is_answered_fast(backend: Backend, slow: SlowPaths) -> None:
+    store_workload(backend)
     assert slow.unexpected() == [], _summary(slow.unexpected())
     assert slow.conditions == []
     assert slow.queries == []
