@@ -135,14 +135,19 @@ def dsaws_serve(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def counted_emulator(latency_ms: tuple[float, float] | None = None) -> Iterator[str]:
+def counted_emulator(
+    latency_ms: tuple[float, float] | None = None, dynamodb_local: bool = False
+) -> Iterator[str]:
     """`benchmarks.counted_emulator` in its own process (every call taking between the two
-    `latency_ms` bounds); yields its endpoint."""
+    `latency_ms` bounds; DynamoDB's passed on to DynamoDB Local with `dynamodb_local`); yields
+    its endpoint."""
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    latency = [] if latency_ms is None else ["--latency", f"{latency_ms[0]},{latency_ms[1]}"]
+    options = [] if latency_ms is None else ["--latency", f"{latency_ms[0]},{latency_ms[1]}"]
+    if dynamodb_local:
+        options.append("--dynamodb-local")
     with process(
-        python_module(["benchmarks.counted_emulator"], port, *latency), f"{endpoint}/__calls"
+        python_module(["benchmarks.counted_emulator"], port, *options), f"{endpoint}/__calls"
     ):
         yield endpoint
 

@@ -3,12 +3,17 @@
 Runs the real app in-process (httpx over ASGI) on the embedded emulator and prints a table.
 The budgets are DESIGN.md section 6; the script exits non-zero if one is exceeded.
 
-    python benchmarks/aws_calls.py
+    python -m benchmarks.aws_calls [--dynamodb-local]
+
+`--dynamodb-local`: DynamoDB on Amazon's DynamoDB Local (S3 still the emulator's): the same
+calls counted the same way, on DynamoDB's own paging and validation.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import statistics
 import sys
 import time
@@ -30,6 +35,7 @@ from durable_streams_aws.core.runtime import (
     use_emulator_credentials,
 )
 from durable_streams_aws.core.storage import CreateSpec, DynamoStore, Payload, Sealer
+from durable_streams_aws.infra.dynamodb_local import DynamoDBLocal
 from durable_streams_aws.infra.emulator import Emulator
 
 REPEATS = 20
@@ -105,22 +111,26 @@ async def measure(
     return Row(name, total / repeats, detail, overhead, budget)
 
 
-async def run() -> list[Row]:
+async def run(dynamodb_local: bool = False) -> list[Row]:
+    """Every scenario, DynamoDB on the emulator or (`dynamodb_local`) on DynamoDB Local; the
+    calls are counted by the clients, so both count alike."""
     use_emulator_credentials()
-    with Emulator() as emulator:
+    with contextlib.ExitStack() as running:
+        emulator = running.enter_context(Emulator())
+        tables = running.enter_context(DynamoDBLocal()).endpoint if dynamodb_local else None
         settings = Settings(
             table="bench",
             bucket="bench-data",
             long_poll_timeout=IDLE_WAIT_SECONDS,
             poll_interval=POLL_INTERVAL,
         )
-        backend = build_backend(settings, endpoint=emulator.endpoint)
+        backend = build_backend(settings, endpoint=emulator.endpoint, dynamodb_endpoint=tables)
         ensure_resources(backend)
         meter = CallMeter()
         meter.attach_backend(backend)
         transport = httpx.ASGITransport(app=backend.app())
         # Streams created by another instance: this one has no memory of their tails.
-        other = build_backend(settings, endpoint=emulator.endpoint)
+        other = build_backend(settings, endpoint=emulator.endpoint, dynamodb_endpoint=tables)
         for i in range(REPEATS):
             other.store.create(f"cold-{i}", CreateSpec("text/plain"))
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
@@ -312,8 +322,13 @@ async def _scenarios(client: httpx.AsyncClient, meter: CallMeter) -> list[Row]:
     return rows
 
 
-def main() -> int:
-    rows = asyncio.run(run())
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--dynamodb-local", action="store_true", help="DynamoDB on DynamoDB Local, S3 emulated"
+    )
+    args = parser.parse_args(argv)
+    rows = asyncio.run(run(args.dynamodb_local))
     print(f"{'operation':<52} {'AWS calls/op':>12} {'budget':>7} {'overhead ms':>12}  calls")
     for row in rows:
         budget = "-" if row.budget is None else f"{row.budget:g}"
@@ -323,7 +338,8 @@ def main() -> int:
             f"{row.operation:<52} {row.calls_per_op:>12.2f} {budget:>7} {overhead:>12}  "
             f"{row.detail}{flag}"
         )
-    print("overhead = wall time per request minus time inside AWS calls (emulator, in-process)")
+    where = "DynamoDB Local" if args.dynamodb_local else "the emulator, in-process"
+    print(f"overhead = wall time per request minus time inside AWS calls ({where})")
     return 0 if all(row.ok for row in rows) else 1
 
 

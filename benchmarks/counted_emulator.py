@@ -3,7 +3,10 @@ benchmark can count what a separate `dsaws serve --aws` process asks of its stor
 `--latency`, every call also takes that long (uniformly between the two bounds, in ms, spent
 outside moto's lock), as calls to DynamoDB and S3 from inside their region do.
 
-    python -m benchmarks.counted_emulator --port 4566 [--latency 4,12]
+    python -m benchmarks.counted_emulator --port 4566 [--latency 4,12] [--dynamodb-local]
+
+With `--dynamodb-local`, DynamoDB requests are counted (and delayed) here, then passed on to a
+DynamoDB Local this process starts and stops; S3 stays the emulator's.
 
 `GET /__calls` answers the counts by operation as JSON; `DELETE /__calls` sets them to zero.
 """
@@ -11,6 +14,7 @@ outside moto's lock), as calls to DynamoDB and S3 from inside their region do.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import threading
@@ -18,6 +22,10 @@ import time
 from collections import Counter
 from typing import Any
 
+from botocore.awsrequest import AWSRequest
+from botocore.httpsession import URLLib3Session
+
+from durable_streams_aws.infra.dynamodb_local import DynamoDBLocal
 from durable_streams_aws.infra.emulator import Emulator
 
 CALLS_PATH = "/__calls"
@@ -42,9 +50,43 @@ def operation(environ: dict[str, Any]) -> str:
     return f"S3 {method} {'object' if is_object else 'bucket'}"
 
 
+def forwarding_to(endpoint: str) -> Any:
+    """A WSGI app that sends each request on to `endpoint` as it came (DynamoDB Local checks
+    no signature), and answers what it answered."""
+    session = URLLib3Session()
+
+    def forward(environ: dict[str, Any], start_response: Any) -> Any:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        headers = {
+            key[5:].replace("_", "-").title(): value
+            for key, value in environ.items()
+            if key.startswith("HTTP_") and key != "HTTP_HOST"
+        }
+        headers["Content-Type"] = environ.get("CONTENT_TYPE", "application/x-amz-json-1.0")
+        request = AWSRequest(
+            method=environ["REQUEST_METHOD"], url=endpoint + "/", data=body, headers=headers
+        )
+        answer = session.send(request.prepare())
+        kept = [
+            (name, value)
+            for name, value in answer.headers.items()
+            if name.lower()
+            not in {"content-length", "transfer-encoding", "connection", "server", "date"}
+        ]
+        content = answer.content
+        start_response(f"{answer.status_code} X", [*kept, ("Content-Length", str(len(content)))])
+        return [content]
+
+    return forward
+
+
 class CallCounter:
-    def __init__(self, app: Any, latency: tuple[float, float] | None = None) -> None:
+    def __init__(
+        self, app: Any, latency: tuple[float, float] | None = None, dynamodb: Any = None
+    ) -> None:
         self.app = app
+        self.dynamodb = dynamodb  # DynamoDB's requests go there when given
         self.calls: Counter[str] = Counter()
         self.lock = threading.Lock()
         self.latency = latency  # seconds, lowest and highest
@@ -61,6 +103,8 @@ class CallCounter:
             self.calls[operation(environ)] += 1
         if self.latency is not None:
             time.sleep(random.uniform(*self.latency))
+        if self.dynamodb is not None and environ.get("HTTP_X_AMZ_TARGET"):
+            return self.dynamodb(environ, start_response)
         return self.app(environ, start_response)
 
 
@@ -70,12 +114,21 @@ def main() -> None:
     parser.add_argument(
         "--latency", help="LOW,HIGH: milliseconds every call takes (uniformly between them)"
     )
+    parser.add_argument(
+        "--dynamodb-local", action="store_true", help="DynamoDB on DynamoDB Local, S3 here"
+    )
     args = parser.parse_args()
     latency = None
     if args.latency:
         low, high = (float(part) / 1000 for part in args.latency.split(","))
         latency = (low, high)
-    with Emulator(port=args.port, middleware=lambda app: CallCounter(app, latency)) as emulator:
+    with contextlib.ExitStack() as running:
+        dynamodb = None
+        if args.dynamodb_local:
+            dynamodb = forwarding_to(running.enter_context(DynamoDBLocal()).endpoint)
+        emulator = running.enter_context(
+            Emulator(port=args.port, middleware=lambda app: CallCounter(app, latency, dynamodb))
+        )
         print(f"emulator at {emulator.endpoint}", flush=True)
         threading.Event().wait()  # until the benchmark terminates the process
 

@@ -5,6 +5,10 @@ takes 4 to 12 ms (in-region latency).
 
     python -m benchmarks.hot_stream [--writers 1,4,8,16] [--seconds 8] [--latency 4,12]
                                     [--modes plain,producer,streams] [--record-bytes 100]
+                                    [--dynamodb-local]
+
+`--dynamodb-local`: DynamoDB is Amazon's DynamoDB Local (its calls still counted and delayed by
+the emulator's process, which passes them on), S3 the emulator's.
 
 Modes: `plain` (N writers append to one stream), `producer` (the same, each writer an
 idempotent producer with its own id), `streams` (N writers, each on a stream of its own).
@@ -282,6 +286,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--latency", default="4,12", help="LOW,HIGH ms per AWS call")
     parser.add_argument("--record-bytes", type=int, default=100)
+    parser.add_argument("--dynamodb-local", action="store_true", help="DynamoDB on DynamoDB Local")
     # A worker's own arguments (the benchmark starts its workers with them).
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--name", help=argparse.SUPPRESS)
@@ -296,7 +301,7 @@ def main() -> None:
 
     use_emulator_credentials()
     results = []
-    with counted_emulator((low, high)) as endpoint:
+    with counted_emulator((low, high), dynamodb_local=args.dynamodb_local) as endpoint:
         for mode in args.modes.split(","):
             for writers in (int(n) for n in args.writers.split(",")):
                 if mode == "streams" and writers == 1:
@@ -304,7 +309,8 @@ def main() -> None:
                 result = run(endpoint, mode, writers, args.seconds, args.record_bytes)
                 results.append(result)
                 _print([result])
-    print(f"\nAll rows ({args.seconds:g} s each, {low:g}-{high:g} ms per AWS call):")
+    tables = "DynamoDB Local" if args.dynamodb_local else "the emulator's DynamoDB"
+    print(f"\nAll rows ({args.seconds:g} s each, {low:g}-{high:g} ms per AWS call, {tables}):")
     _print(results)
     if any(r.problems for r in results):
         sys.exit(1)
