@@ -3,10 +3,13 @@
 Runs the real app in-process (httpx over ASGI) on the embedded emulator and prints a table.
 The budgets are DESIGN.md section 6; the script exits non-zero if one is exceeded.
 
-    python -m benchmarks.aws_calls [--dynamodb-local]
+    python -m benchmarks.aws_calls [--dynamodb-local] [--quick]
 
 `--dynamodb-local`: DynamoDB on Amazon's DynamoDB Local (S3 still the emulator's): the same
-calls counted the same way, on DynamoDB's own paging and validation.
+calls counted the same way, on DynamoDB's own paging and validation. `--quick`: the same
+scenarios and budgets on less work (the test suite's run): 5 repeats, a 200-append stream, a
+2 s idle wait, and the 4 MiB of history in 4 KiB appends (the per-MiB budgets still apply: a
+chunk Query pages by DynamoDB's 1 MB whatever the appends' size).
 """
 
 from __future__ import annotations
@@ -38,16 +41,28 @@ from durable_streams_aws.core.storage import CreateSpec, DynamoStore, Payload, S
 from durable_streams_aws.infra.dynamodb_local import DynamoDBLocal
 from durable_streams_aws.infra.emulator import Emulator
 
-REPEATS = 20
-# History written the way chat messages and tokens arrive: this much, in appends of this size.
-SMALL_HISTORY_BYTES = 4 * 1024 * 1024
-SMALL_APPEND_BYTES = 1024
-HISTORY_READS = 3
 MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much work each scenario does."""
+
+    repeats: int = 20
+    long_stream_appends: int = 2000
+    idle_wait_seconds: float = 3.0
+    # History written the way chat messages and tokens arrive: this much, in appends this size.
+    history_bytes: int = 4 * MIB
+    history_append_bytes: int = 1024
+
+
+FULL = Sizes()
+# Fewer appends, same per-MiB budgets: 4 MiB still fills one response of sealed history.
+QUICK = Sizes(repeats=5, long_stream_appends=200, idle_wait_seconds=2.0, history_append_bytes=4096)
+HISTORY_READS = 3
 # AWS calls per MiB of such history read at b79c177 (before the chunk cache, when a chunk
 # Query stopped at 500 items), by the writer and by a new instance alike: what it may not exceed.
 SMALL_HISTORY_BUDGETS = {"chunks": 2.5, "sealed": 0.75}
-IDLE_WAIT_SECONDS = 3.0
 AUDIENCE = "durable-streams"
 POLL_INTERVAL = 0.2
 
@@ -97,7 +112,7 @@ class Row:
 
 
 async def measure(
-    meter: CallMeter, name: str, budget: float | None, action: Any, repeats: int = REPEATS
+    meter: CallMeter, name: str, budget: float | None, action: Any, repeats: int
 ) -> Row:
     meter.reset()
     elapsed = 0.0
@@ -111,7 +126,7 @@ async def measure(
     return Row(name, total / repeats, detail, overhead, budget)
 
 
-async def run(dynamodb_local: bool = False) -> list[Row]:
+async def run(dynamodb_local: bool = False, sizes: Sizes = FULL) -> list[Row]:
     """Every scenario, DynamoDB on the emulator or (`dynamodb_local`) on DynamoDB Local; the
     calls are counted by the clients, so both count alike."""
     use_emulator_credentials()
@@ -121,7 +136,7 @@ async def run(dynamodb_local: bool = False) -> list[Row]:
         settings = Settings(
             table="bench",
             bucket="bench-data",
-            long_poll_timeout=IDLE_WAIT_SECONDS,
+            long_poll_timeout=sizes.idle_wait_seconds,
             poll_interval=POLL_INTERVAL,
         )
         backend = build_backend(settings, endpoint=emulator.endpoint, dynamodb_endpoint=tables)
@@ -131,29 +146,31 @@ async def run(dynamodb_local: bool = False) -> list[Row]:
         transport = httpx.ASGITransport(app=backend.app())
         # Streams created by another instance: this one has no memory of their tails.
         other = build_backend(settings, endpoint=emulator.endpoint, dynamodb_endpoint=tables)
-        for i in range(REPEATS):
+        for i in range(sizes.repeats):
             other.store.create(f"cold-{i}", CreateSpec("text/plain"))
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-            rows = await _scenarios(client, meter)
-        rows += await _small_append_history(backend, other, meter)
+            rows = await _scenarios(client, meter, sizes)
+        rows += await _small_append_history(backend, other, meter, sizes)
         # The same store behind an app with access control on.
         secured = backend.settings.model_copy(update={"auth": True, "auth_secret": BENCH_KEY})
         transport = httpx.ASGITransport(app=create_app(secured, backend.store))
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-            return rows + await _access_scenarios(client, meter)
+            return rows + await _access_scenarios(client, meter, sizes.repeats)
 
 
 BENCH_KEY = "benchmark-key-" + "k" * 32
 
 
-async def _small_append_history(backend: Backend, writer: Backend, meter: CallMeter) -> list[Row]:
-    """Catch-up reads of history written in 1 KiB appends, per MiB read: by instances new to
+async def _small_append_history(
+    backend: Backend, writer: Backend, meter: CallMeter, sizes: Sizes
+) -> list[Row]:
+    """Catch-up reads of history written in small appends, per MiB read: by instances new to
     it (each read on a store of its own, as a Lambda instance that never met the stream),
     and by the instance that wrote it; before the sealer ran and after."""
     path = "small-history"
     writer.store.create(path, CreateSpec("text/plain"))
-    body = b"s" * SMALL_APPEND_BYTES
-    for _ in range(SMALL_HISTORY_BYTES // SMALL_APPEND_BYTES):
+    body = b"s" * sizes.history_append_bytes
+    for _ in range(sizes.history_bytes // sizes.history_append_bytes):
         writer.store.append(path, AppendIntent("text/plain", True, False), Payload(body))
 
     def fresh() -> DynamoStore:
@@ -184,7 +201,7 @@ async def _small_append_history(backend: Backend, writer: Backend, meter: CallMe
         return Row(name, sum(meter.calls.values()) / mib, detail, overhead, budget)
 
     meter.attach_backend(writer)  # its store reads through its own clients
-    size = f"{SMALL_HISTORY_BYTES // MIB} MiB in {SMALL_APPEND_BYTES // 1024} KiB appends"
+    size = f"{sizes.history_bytes // MIB} MiB in {sizes.history_append_bytes // 1024} KiB appends"
     rows = [
         await per_mib(f"per MiB of {size}, new instance", SMALL_HISTORY_BUDGETS["chunks"], fresh),
         await per_mib(f"per MiB of {size}, the writer", SMALL_HISTORY_BUDGETS["chunks"],
@@ -200,7 +217,7 @@ async def _small_append_history(backend: Backend, writer: Backend, meter: CallMe
     return rows
 
 
-async def _access_scenarios(client: httpx.AsyncClient, meter: CallMeter) -> list[Row]:
+async def _access_scenarios(client: httpx.AsyncClient, meter: CallMeter, repeats: int) -> list[Row]:
     """A refusal costs no AWS call; a verified token costs what the request costs anyway."""
     keys = parse_key_set(BENCH_KEY)
     writer = mint_token(keys, parse_grants("create,append:*"), lifetime=600, audience=AUDIENCE)
@@ -218,13 +235,16 @@ async def _access_scenarios(client: httpx.AsyncClient, meter: CallMeter) -> list
         return action
 
     return [
-        await measure(meter, "append with a token (HS256 verified)", 2, append(writer, 204)),
-        await measure(meter, "append refused: no token (401)", 0, append(None, 401)),
-        await measure(meter, "append refused: expired token (401)", 0, append(stale, 401)),
+        await measure(
+            meter, "append with a token (HS256 verified)", 2, append(writer, 204), repeats
+        ),
+        await measure(meter, "append refused: no token (401)", 0, append(None, 401), repeats),
+        await measure(meter, "append refused: expired token (401)", 0, append(stale, 401), repeats),
     ]
 
 
-async def _scenarios(client: httpx.AsyncClient, meter: CallMeter) -> list[Row]:
+async def _scenarios(client: httpx.AsyncClient, meter: CallMeter, sizes: Sizes) -> list[Row]:
+    repeats = sizes.repeats
     base = "/v1/stream"
     text = {"Content-Type": "text/plain"}
     await client.put(f"{base}/small", headers=text)
@@ -253,7 +273,7 @@ async def _scenarios(client: httpx.AsyncClient, meter: CallMeter) -> list[Row]:
 
     async def catch_up_read(i: int) -> None:
         response = await client.get(f"{base}/small", params={"offset": "-1"})
-        assert response.status_code == 200 and len(response.content) == 100 * REPEATS
+        assert response.status_code == 200 and len(response.content) == 100 * repeats
 
     async def producer_append(i: int) -> None:
         headers = {**text, "Producer-Id": "bench", "Producer-Epoch": "0", "Producer-Seq": str(i)}
@@ -270,16 +290,16 @@ async def _scenarios(client: httpx.AsyncClient, meter: CallMeter) -> list[Row]:
         assert response.status_code == 200 and len(response.content) >= len(big_text) - 3
 
     rows = [
-        await measure(meter, "small append, stream new to this instance", 2, first_append),
-        await measure(meter, "small append (100 B, inline), same writer", 2, small_append),
-        await measure(meter, "large append (256 KiB, S3)", 3, large_append),
-        await measure(meter, "catch-up read (inline data)", 2, catch_up_read),
-        await measure(meter, "catch-up read (1 MiB of text, S3)", 3, full_size_read),
-        await measure(meter, "producer append (100 B)", 2, producer_append),
+        await measure(meter, "small append, stream new to this instance", 2, first_append, repeats),
+        await measure(meter, "small append (100 B, inline), same writer", 2, small_append, repeats),
+        await measure(meter, "large append (256 KiB, S3)", 3, large_append, repeats),
+        await measure(meter, "catch-up read (inline data)", 2, catch_up_read, repeats),
+        await measure(meter, "catch-up read (1 MiB of text, S3)", 3, full_size_read, repeats),
+        await measure(meter, "producer append (100 B)", 2, producer_append, repeats),
     ]
 
     # A long stream: reading its last few appends costs the same as reading a short one.
-    for i in range(2000):
+    for i in range(sizes.long_stream_appends):
         await client.post(f"{base}/long", content=b"%06d" % i, headers=text)
     head = await client.head(f"{base}/long")
     tail = int(head.headers["Stream-Next-Offset"].split("_")[1])
@@ -289,7 +309,8 @@ async def _scenarios(client: httpx.AsyncClient, meter: CallMeter) -> list[Row]:
         response = await client.get(f"{base}/long", params={"offset": near_end})
         assert response.status_code == 200 and len(response.content) == 60
 
-    rows.append(await measure(meter, "read last 10 of 2000 appends", 2, tail_read))
+    name = f"read last 10 of {sizes.long_stream_appends} appends"
+    rows.append(await measure(meter, name, 2, tail_read, repeats))
 
     async def idle_long_poll(i: int) -> None:
         idle = await client.head(f"{base}/idle")
@@ -327,8 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dynamodb-local", action="store_true", help="DynamoDB on DynamoDB Local, S3 emulated"
     )
+    parser.add_argument("--quick", action="store_true", help="less work, the same budgets")
     args = parser.parse_args(argv)
-    rows = asyncio.run(run(args.dynamodb_local))
+    rows = asyncio.run(run(args.dynamodb_local, QUICK if args.quick else FULL))
     print(f"{'operation':<52} {'AWS calls/op':>12} {'budget':>7} {'overhead ms':>12}  calls")
     for row in rows:
         budget = "-" if row.budget is None else f"{row.budget:g}"

@@ -8,7 +8,8 @@ takes 4 to 12 ms (in-region latency).
                                     [--dynamodb-local]
 
 `--dynamodb-local`: DynamoDB is Amazon's DynamoDB Local (its calls still counted and delayed by
-the emulator's process, which passes them on), S3 the emulator's.
+the emulator's process, which passes them on: each takes `--latency` plus DynamoDB Local's own
+time), S3 the emulator's.
 
 Modes: `plain` (N writers append to one stream), `producer` (the same, each writer an
 idempotent producer with its own id), `streams` (N writers, each on a stream of its own).
