@@ -68,6 +68,16 @@ def install(cache: Path = CACHE) -> Path:
     return jars[-1]
 
 
+def _ending_with_parent(command: list[str]) -> list[str]:
+    """`command`, to be sent SIGTERM when the thread that starts it ends, where util-linux's
+    `setpriv` can ask Linux for that: a parent killed outright (SIGKILL, or a signal it does
+    not handle) then leaves no DynamoDB Local behind. Elsewhere `stop` alone ends it."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return command
+    return [setpriv, "--pdeathsig", "TERM", "--", *command]
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -76,7 +86,8 @@ def _free_port() -> int:
 
 class DynamoDBLocal:
     """One DynamoDB Local process on a loopback port: in memory, or keeping its tables in
-    `data_dir` (one shared database file, whatever the credentials or region)."""
+    `data_dir` (one shared database file, whatever the credentials or region). Start it from
+    a thread that outlives it (the main thread): on Linux it ends with that thread."""
 
     def __init__(self, port: int | None = None, data_dir: Path | None = None) -> None:
         self.port = port or _free_port()
@@ -103,7 +114,10 @@ class DynamoDBLocal:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             command += ["-dbPath", str(self.data_dir)]
         self._process = subprocess.Popen(
-            command, cwd=jar.parent, stdout=subprocess.DEVNULL, stderr=self._log
+            _ending_with_parent(command),
+            cwd=jar.parent,
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
         )
         self._wait_until_it_answers()
         return self
