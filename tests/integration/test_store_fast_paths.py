@@ -90,12 +90,19 @@ def _request_shapes() -> dict[str, Callable[..., Any]]:
 
 
 SHAPES = _request_shapes()
+# Told of each request shape built: the function's name and what it answered.
+Built = Callable[[str, Any], object]
 
 
-def _noting(built: set[str], name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+def _noting(
+    built: set[str], name: str, function: Callable[..., Any], each: Built | None
+) -> Callable[..., Any]:
     def building(*args: Any, **kwargs: Any) -> Any:
         built.add(name)
-        return function(*args, **kwargs)
+        request = function(*args, **kwargs)
+        if each is not None:
+            each(name, request)
+        return request
 
     return building
 
@@ -294,11 +301,12 @@ def store_workload(backend: Backend) -> None:
     maintenance(store, clock)
 
 
-def note_shapes(monkeypatch: pytest.MonkeyPatch) -> set[str]:
-    """The names of the `_requests` functions called from now on (the set fills as they are)."""
+def note_shapes(monkeypatch: pytest.MonkeyPatch, each: Built | None = None) -> set[str]:
+    """The names of the `_requests` functions called from now on (the set fills as they are);
+    `each`, when given, is told each one's name and what it built."""
     built: set[str] = set()
     for name, function in SHAPES.items():
-        monkeypatch.setattr(requests, name, _noting(built, name, function))
+        monkeypatch.setattr(requests, name, _noting(built, name, function, each))
     return built
 
 
