@@ -35,6 +35,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .front_door import FrontDoorLimits, bounded_protocol
+    from .maintenance import tables_of
     from .runtime import build_backend, ensure_resources, use_emulator_credentials
     from .serving import exit_on_termination, prepare
 
@@ -73,6 +74,17 @@ def _serve(args: argparse.Namespace) -> int:
 
         use_emulator_credentials()
         data_dir = None if args.in_memory else _data_dir(args)
+        wanted = "dynamodb-local" if args.dynamodb_local else "moto"
+        kept = None if data_dir is None else tables_of(data_dir)
+        if kept is not None and kept != wanted:
+            other = "with" if kept == "dynamodb-local" else "without"
+            print(
+                f"dsaws: {data_dir} keeps its tables in {kept}: serve it {other} "
+                "--dynamodb-local, or choose another --data-dir (its S3 objects belong to "
+                "those tables, and the collector would remove them as orphans)",
+                file=sys.stderr,
+            )
+            return 2
         try:
             emulator = Emulator(
                 data_dir=data_dir,

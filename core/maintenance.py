@@ -39,6 +39,25 @@ def aws_storage(settings: Settings) -> Iterator[Storage]:
     yield Storage(build_backend(settings).store, embedded=False)
 
 
+# The folder of a data directory where `dsaws serve --dynamodb-local` keeps DynamoDB Local's
+# tables (the embedded emulator's journal beside it keeps only that mode's S3 objects).
+DYNAMODB_LOCAL_FOLDER = "dynamodb-local"
+
+
+def tables_of(data_dir: Path) -> str | None:
+    """Where the tables of the data in `data_dir` are: "dynamodb-local", "moto" (the
+    embedded emulator's journal), or None for a directory no server has kept data in. Its S3
+    objects belong to those tables only: served with the other kind, the collector would find
+    no item naming them and remove them as orphans."""
+    from durable_streams_aws.infra.emulator import JOURNAL_NAME
+
+    if (data_dir / DYNAMODB_LOCAL_FOLDER).is_dir():
+        return "dynamodb-local"
+    if (data_dir / JOURNAL_NAME).exists():
+        return "moto"
+    return None
+
+
 @contextmanager
 def embedded_storage(settings: Settings, data_dir: Path, command: str) -> Iterator[Storage]:
     """The embedded emulator's data in `data_dir`, replayed in this process, and compacted
@@ -57,6 +76,12 @@ def embedded_storage(settings: Settings, data_dir: Path, command: str) -> Iterat
 
     if not (data_dir / JOURNAL_NAME).exists():
         raise Empty(f"no dsaws serve has kept data in {data_dir}: nothing to do")
+    if tables_of(data_dir) == "dynamodb-local":
+        raise Unavailable(
+            f"{data_dir} keeps its tables in DynamoDB Local: `dsaws serve --dynamodb-local "
+            f"--data-dir {data_dir}` runs the collector and the sealer in its background "
+            f"({command} changed nothing)"
+        )
     use_emulator_credentials()
     try:
         emulator = Emulator(data_dir=data_dir)

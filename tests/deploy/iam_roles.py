@@ -236,10 +236,11 @@ def _listed(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def _pattern(text: str) -> re.Pattern[str]:
-    """IAM's wildcards: `*` any run of characters (slashes too), `?` any one."""
+def _pattern(text: str, ignore_case: bool = False) -> re.Pattern[str]:
+    """IAM's wildcards: `*` any run of characters (slashes too), `?` any one. Actions match
+    in any case, resources (ARNs) only in theirs."""
     parts = (".*" if c == "*" else "." if c == "?" else re.escape(c) for c in text)
-    return re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
+    return re.compile("".join(parts), (re.IGNORECASE if ignore_case else 0) | re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -273,7 +274,7 @@ def allows(statements: Iterable[Statement], action: str, resource: str) -> bool:
     """Whether an Allow without conditions covers (action, resource), and no Deny does."""
     allowed = False
     for statement in statements:
-        matches = any(_pattern(a).fullmatch(action) for a in statement.actions) and any(
+        matches = any(_pattern(a, True).fullmatch(action) for a in statement.actions) and any(
             _pattern(r).fullmatch(resource) for r in statement.resources
         )
         if not matches:
@@ -286,7 +287,7 @@ def allows(statements: Iterable[Statement], action: str, resource: str) -> bool:
 
 def covers(granted_action: str, granted_resource: str, action: str, resource: str) -> bool:
     return bool(
-        _pattern(granted_action).fullmatch(action)
+        _pattern(granted_action, True).fullmatch(action)
         and _pattern(granted_resource).fullmatch(resource)
     )
 

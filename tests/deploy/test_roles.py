@@ -302,3 +302,37 @@ def test_no_role_grants_a_queue_or_table_action_on_every_resource(
             for action, resource in statement.grants():
                 if resource == "*":
                     assert action.startswith("logs:"), f"{function}: {action} on *"
+
+
+def test_the_grants_lambda_itself_needs_are_there(
+    recorded: tuple[Stack, dict[str, list[Need]]],
+) -> None:
+    """No code of ours calls these, so no flow records them; without them the deployment
+    fails all the same: Lambda refuses a dead-letter queue its role may not send to, and an
+    SQS event source whose queue the role may not read (SAM adds neither to a role it did
+    not generate)."""
+    stack, _ = recorded
+    for function in stack.functions():
+        properties = stack.resources[function]["Properties"]
+        role = stack.role_of(function)
+        granted = stack.statements(role)
+        for arn in stack.managed_policies(role):
+            granted += MANAGED_POLICIES[arn]
+        target = properties.get("DeadLetterConfig", {}).get("TargetArn")
+        if target is not None:
+            assert allows(granted, "sqs:SendMessage", stack.resolve(target)), function
+    mappings = [
+        r["Properties"]
+        for r in stack.resources.values()
+        if r["Type"] == "AWS::Lambda::EventSourceMapping"
+    ]
+    assert mappings, "no SQS event source"
+    for mapping in mappings:
+        function = mapping["FunctionName"]["Ref"]
+        role = stack.role_of(function)
+        granted = stack.statements(role) + [
+            s for arn in stack.managed_policies(role) for s in MANAGED_POLICIES[arn]
+        ]
+        queue = stack.resolve(mapping["EventSourceArn"])
+        for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"):
+            assert allows(granted, action, queue), (function, action)
