@@ -19,7 +19,7 @@ from ._errors import DurableStreamError, OutcomeUnknown
 from ._live import SILENT_END, Connection, SseHealth, live_transport
 from ._offset import Offset
 from ._sse import SseSession
-from ._wire import Batch, Live, Request, StreamInfo
+from ._wire import Batch, Live, OnGone, Request, StreamInfo
 
 
 class AsyncDurableStream(StreamBase):
@@ -43,7 +43,8 @@ class AsyncDurableStream(StreamBase):
         self, content_type: str = "application/octet-stream", **options: Any
     ) -> StreamInfo:
         """Create the stream (200 when it exists with this configuration: not an error).
-        Options: ttl, expires_at, closed, body."""
+        Options: ttl, expires_at, closed, body, retention (sent as `Stream-Retention`:
+        `"max-age=86400"`, `"max-bytes=1000000"`, both comma-separated, or `"compact"`)."""
         response = await self._send(wire.create_request(content_type, **options))
         return self._learn(wire.stream_info(response))
 
@@ -112,6 +113,7 @@ class AsyncDurableStream(StreamBase):
         live: Live = None,
         until: Offset | None = None,
         idle: bool = False,
+        on_gone: OnGone = "raise",
     ) -> AsyncIterator[Batch]:
         """Batches from `offset`. Without `live`, up to the tail; with `live="long-poll"`,
         `"sse"` or `"auto"` (catch up, then follow by whichever suits the stream), for ever,
@@ -122,14 +124,19 @@ class AsyncDurableStream(StreamBase):
         without the extension that answers past the bound gets `UntilNotSupported` raised,
         and nothing past the bound is handed over. With `idle`, a long-poll that ends without
         data yields an empty batch of status 204 (its `next_offset` says where the stream
-        stands, or what `Offset.NOW` resolved to)."""
-        wire.check_read(live, until)
+        stands, or what `Offset.NOW` resolved to). When the stream's retention policy has
+        dropped the data at the read's offset (at the start, or later when a slow reader falls
+        behind), the read raises `OffsetGone`, naming the earliest offset still kept; with
+        `on_gone="earliest"` it goes on from there instead, and the next batch's
+        `skipped_from` says where it had been."""
+        wire.check_read(live, until, on_gone)
         if live == "sse":
-            batches = self._read_sse(SseSession(offset))
+            batches = self._read_sse(SseSession(offset, on_gone=on_gone))
         elif live == "auto":
-            batches = self._read_auto(offset, idle)
+            batches = self._read_auto(offset, idle, on_gone)
         else:
-            batches = self._read_plain(wire.ReadSession(offset, live, until=until, idle=idle))
+            session = wire.ReadSession(offset, live, until=until, idle=idle, on_gone=on_gone)
+            batches = self._read_plain(session)
         async for batch in batches:
             yield batch
 
@@ -139,21 +146,24 @@ class AsyncDurableStream(StreamBase):
             if batch is not None:
                 yield batch
 
-    async def _read_auto(self, offset: Offset, idle: bool = False) -> AsyncIterator[Batch]:
-        catch_up = wire.ReadSession(offset, None)
+    async def _read_auto(
+        self, offset: Offset, idle: bool = False, on_gone: OnGone = "raise"
+    ) -> AsyncIterator[Batch]:
+        catch_up = wire.ReadSession(offset, None, on_gone=on_gone)
         async for batch in self._read_plain(catch_up):
             yield batch
         if catch_up.closed:
             return
         if live_transport(catch_up.content_type) == "sse":
-            sse = SseSession(catch_up.offset, catch_up.cursor)
+            sse = SseSession(catch_up.offset, catch_up.cursor, on_gone)
             sse.content_type = catch_up.content_type
             async for batch in self._read_sse(sse, fallback=True):
                 yield batch
             if sse.finished:
                 return
-            catch_up = wire.ReadSession(sse.offset, None, sse.cursor)
+            catch_up = wire.ReadSession(sse.offset, None, sse.cursor, on_gone=on_gone)
             catch_up.content_type = sse.content_type
+            catch_up.skipped_from = sse.skipped_from
         catch_up.follow()
         catch_up.idle = idle
         async for batch in self._read_plain(catch_up):
@@ -179,6 +189,8 @@ class AsyncDurableStream(StreamBase):
                         await response.aread()
                         if fallback and health.refused(response.status_code):
                             return
+                        if session.restart(response):
+                            continue
                         failures += 1
                         step = after_answer(self.retry, request, failures, response)
                         if step.accept:

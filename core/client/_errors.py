@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ._offset import Offset
+
 
 class DurableStreamError(Exception):
     """Base of every client error. `status` is the HTTP status when there was one."""
@@ -17,6 +19,25 @@ class StreamNotFound(DurableStreamError):
 
 class StreamGone(DurableStreamError):
     """410: the stream was deleted (only its forks still read its data)."""
+
+
+class OffsetGone(StreamGone):
+    """410 to a read: the stream is there, but the data at `offset` (what the read asked for;
+    None when unknown) was dropped under the stream's retention policy. `earliest_offset` is
+    where reading may start again (None when the server did not say: `Offset.BEGINNING` then
+    starts there). A read with `on_gone="earliest"` goes on from it instead of raising."""
+
+    def __init__(
+        self,
+        message: str,
+        status: int | None = 410,
+        *,
+        offset: Offset | None = None,
+        earliest_offset: Offset | None = None,
+    ) -> None:
+        super().__init__(message, status)
+        self.offset = offset
+        self.earliest_offset = earliest_offset
 
 
 class StreamConflict(DurableStreamError):

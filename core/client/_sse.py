@@ -13,8 +13,10 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import httpx
+
 from ._offset import Offset
-from ._wire import Batch, Request, is_json
+from ._wire import Batch, OnGone, Request, is_json, restart_after_gone
 
 
 @dataclass(frozen=True)
@@ -71,9 +73,12 @@ class SseSession:
     """Where an SSE reader stands: the offset and cursor to reconnect with, the data received
     since the last control event, and whether the stream's end has been handed over."""
 
-    def __init__(self, start: Offset, cursor: str | None = None) -> None:
+    def __init__(self, start: Offset, cursor: str | None = None, on_gone: OnGone = "raise") -> None:
         self.offset = start
         self.cursor = cursor
+        self.on_gone = on_gone
+        # The offset a restart (`on_gone="earliest"`) skipped from, until a batch carries it.
+        self.skipped_from: Offset | None = None
         self.finished = False
         self.controls = 0  # control events received, over every connection
         self.content_type: str | None = None
@@ -87,6 +92,16 @@ class SseSession:
         if self.cursor is not None:
             params["cursor"] = self.cursor
         return Request("GET", params=params)
+
+    def restart(self, response: httpx.Response) -> bool:
+        """Whether a refused connection is to be made again from the earliest offset still
+        kept (its offset was dropped under the stream's retention, and `on_gone` says so)."""
+        going = restart_after_gone(response, self.offset, self.on_gone)
+        if going is None:
+            return False
+        self.skipped_from = self.skipped_from or self.offset
+        self.offset = going
+        return True
 
     def connected(self, content_type: str | None, data_encoding: str | None) -> None:
         """A new connection: what it carries, and a clean parser (a half event is dropped; its
@@ -126,4 +141,5 @@ class SseSession:
             self.finished = True
         if not data and not closed and self.offset == start:
             return None  # only where it stands: nothing to hand over
-        return Batch(start, self.offset, data, messages, up_to_date, closed)
+        skipped, self.skipped_from = self.skipped_from, None
+        return Batch(start, self.offset, data, messages, up_to_date, closed, skipped_from=skipped)

@@ -14,6 +14,7 @@ from ._errors import (
     AccessDenied,
     BadRequest,
     DurableStreamError,
+    OffsetGone,
     SequenceConflict,
     StreamClosed,
     StreamConflict,
@@ -26,6 +27,11 @@ from ._offset import Offset
 
 JSON = "application/json"
 Live = Literal["long-poll", "sse", "auto"] | None
+# What a read does when its offset was dropped under the stream's retention policy (410 with
+# Stream-Earliest-Offset): raise `OffsetGone`, or go on from the earliest offset still kept.
+OnGone = Literal["raise", "earliest"]
+EARLIEST_OFFSET = "Stream-Earliest-Offset"
+RETENTION = "Stream-Retention"
 HeaderSource = Mapping[str, str] | Callable[[], Mapping[str, str]] | None
 TokenSource = str | Callable[[], str] | None
 
@@ -50,6 +56,12 @@ class StreamInfo:
     closed: bool
     ttl: int | None = None
     expires_at: str | None = None
+    # Where a read may start, when the stream's retention policy has dropped older data (the
+    # server's Stream-Earliest-Offset; None when nothing was dropped, or the server does not
+    # say). `retention` is the stream's policy as the server echoes it (`max-age=N, max-bytes=M`
+    # or `compact`), None without one.
+    earliest_offset: Offset | None = None
+    retention: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,10 @@ class Batch:
     # only with `read(idle=True)`; its `next_offset` is where the stream stands, which is
     # also what `Offset.NOW` resolved to on a read's first request).
     status: int = 200
+    # Set on the first batch a read hands over after going on from the earliest offset
+    # (`on_gone="earliest"`): the offset it had asked for, which the stream's retention policy
+    # had dropped. What lay between it and this batch's `offset` was skipped.
+    skipped_from: Offset | None = None
 
 
 def is_json(content_type: str | None) -> bool:
@@ -98,7 +114,9 @@ def join_bodies(pieces: list[bytes], json_stream: bool) -> bytes:
     return b"[" + b",".join(pieces) + b"]" if json_stream else b"".join(pieces)
 
 
-def check_read(live: object, until: Offset | None) -> None:
+def check_read(live: object, until: Offset | None, on_gone: object = "raise") -> None:
+    if on_gone not in ("raise", "earliest"):
+        raise ValueError(f"on_gone must be 'raise' or 'earliest', not {on_gone!r}")
     if live not in (None, "long-poll", "sse", "auto"):
         raise ValueError(f"live must be None, 'long-poll', 'sse' or 'auto', not {live!r}")
     if until is not None and live is not None:
@@ -147,7 +165,11 @@ def create_request(
     body: bytes | None = None,
     forked_from: str | None = None,
     fork_offset: Offset | None = None,
+    retention: str | None = None,
 ) -> Request:
+    """A create. `retention` is sent as `Stream-Retention`: `max-age=<seconds>` and/or
+    `max-bytes=<n>` (comma-separated), or `compact` (JSON streams); the server refuses (400)
+    what it cannot read."""
     headers = {"Content-Type": content_type}
     if ttl is not None:
         headers["Stream-TTL"] = str(ttl)
@@ -159,6 +181,8 @@ def create_request(
         headers["Stream-Forked-From"] = forked_from
     if fork_offset is not None:
         headers["Stream-Fork-Offset"] = fork_offset.token
+    if retention is not None:
+        headers[RETENTION] = retention
     # A create is idempotent (the same configuration again answers 200), unless it carries a
     # body, which a second attempt would find already written.
     return Request("PUT", headers, content=body, repeatable=not body)
@@ -219,7 +243,7 @@ def raise_for_status(response: httpx.Response) -> None:
     if status == 404:
         raise StreamNotFound(message, status)
     if status == 410:
-        raise StreamGone(message, status)
+        raise _gone(response, message)
     if status == 409:
         if response.headers.get("Stream-Closed", "").lower() == "true":
             raise StreamClosed(message, status)
@@ -244,6 +268,75 @@ def _message(response: httpx.Response) -> str:
         detail = response.text or response.headers.get("WWW-Authenticate", "")
     status = f"{response.status_code} {response.reason_phrase}: {str(detail)[:500]}".strip()
     return f"{describe(response)} answered {status}"
+
+
+def _gone(response: httpx.Response, message: str) -> StreamGone:
+    """A 410: `OffsetGone` when it says the read's offset was dropped under the stream's
+    retention policy (Stream-Earliest-Offset, or the body's `offset_gone`); else the stream
+    itself was deleted."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    body = body if isinstance(body, dict) else {}
+    header = response.headers.get(EARLIEST_OFFSET)
+    if header is None and body.get("error") != "offset_gone":
+        return StreamGone(message, 410)
+    earliest = _offset_or_none(header if header is not None else body.get("earliest_offset"))
+    asked = _offset_or_none(_sent_param(response, "offset"))
+    said = f"offset {asked}" if asked is not None else "the offset read"
+    where = (
+        f"the earliest offset still kept is {earliest}: read from it (or from "
+        f"Offset.BEGINNING, which starts there)"
+        if earliest is not None
+        else "read from Offset.BEGINNING (the earliest offset still kept)"
+    )
+    return OffsetGone(
+        f"{describe(response)} answered 410 Gone: {said} is no longer kept (dropped under the "
+        f"stream's retention policy); {where}, or pass on_gone='earliest' to go on from there",
+        410,
+        offset=asked,
+        earliest_offset=earliest,
+    )
+
+
+def _offset_or_none(token: object) -> Offset | None:
+    if not isinstance(token, str):
+        return None
+    try:
+        return Offset(token.strip())
+    except ValueError:
+        return None
+
+
+def _sent_param(response: httpx.Response, name: str) -> str | None:
+    try:
+        return response.request.url.params.get(name)
+    except RuntimeError:  # an answer built by hand, as in tests
+        return None
+
+
+def restart_after_gone(
+    response: httpx.Response, asked: Offset, on_gone: OnGone, until: Offset | None = None
+) -> Offset | None:
+    """Where a read at `asked` goes on from when it was answered 410 because its offset was
+    dropped under the stream's retention policy and `on_gone` says to go on: the earliest
+    offset still kept. None when the answer is to be raised instead (another answer, or a
+    restart that would not move the read forward: a server that calls its own earliest offset
+    gone, or a bounded read whose whole range was dropped)."""
+    if on_gone != "earliest" or response.status_code != 410:
+        return None
+    gone = _gone(response, "")
+    if not isinstance(gone, OffsetGone) or asked.is_now:
+        return None
+    earliest = gone.earliest_offset
+    if earliest is None:  # not said: a read from the beginning starts at the earliest
+        going = None if asked.is_beginning else Offset.BEGINNING
+    else:
+        going = earliest if earliest > asked else None
+    if going is not None and until is not None and not going < until:
+        return None
+    return going
 
 
 def describe(response: httpx.Response) -> str:
@@ -278,6 +371,8 @@ def stream_info(response: httpx.Response) -> StreamInfo:
         closed=response.headers.get("Stream-Closed", "").lower() == "true",
         ttl=int(ttl) if ttl and ttl.isdigit() else None,
         expires_at=response.headers.get("Stream-Expires-At"),
+        earliest_offset=_offset_or_none(response.headers.get(EARLIEST_OFFSET)),
+        retention=response.headers.get(RETENTION) or None,
     )
 
 
@@ -293,12 +388,16 @@ class ReadSession:
         cursor: str | None = None,
         until: Offset | None = None,
         idle: bool = False,
+        on_gone: OnGone = "raise",
     ) -> None:
         self.offset = start
         self.live = live
         self.cursor = cursor
         self.until = until
         self.idle = idle
+        self.on_gone = on_gone
+        # The offset a restart (`on_gone="earliest"`) skipped from, until a batch carries it.
+        self.skipped_from: Offset | None = None
         self.content_type: str | None = None
         self.finished = False
         self.closed = False
@@ -313,6 +412,11 @@ class ReadSession:
 
     def accept(self, response: httpx.Response) -> Batch | None:
         """The batch to hand over, if any; afterwards `finished` says whether to read on."""
+        restart = restart_after_gone(response, self.offset, self.on_gone, self.until)
+        if restart is not None:
+            self.skipped_from = self.skipped_from or self.offset
+            self.offset = restart
+            return None
         raise_for_status(response)
         start = self.offset
         reached_to = next_offset(response)
@@ -343,4 +447,7 @@ class ReadSession:
         self.content_type = response.headers.get("Content-Type", self.content_type)
         json_stream = is_json(self.content_type)
         messages = json.loads(data) if json_stream and data else ([] if json_stream else None)
-        return Batch(start, self.offset, data, messages, up_to_date, closed, response.status_code)
+        skipped, self.skipped_from = self.skipped_from, None
+        return Batch(
+            start, self.offset, data, messages, up_to_date, closed, response.status_code, skipped
+        )

@@ -22,6 +22,7 @@ from ._errors import (
     AccessDenied,
     BadRequest,
     DurableStreamError,
+    OffsetGone,
     OutcomeUnknown,
     StreamConflict,
     StreamGone,
@@ -31,7 +32,7 @@ from ._errors import (
 from ._offset import Offset
 from ._producer import ProducerError, SyncIdempotentProducer
 from ._sync import DurableStream
-from ._wire import Batch, is_json, join_bodies
+from ._wire import Batch, OnGone, is_json, join_bodies
 
 URL_VARIABLE = "DSAWS_URL"
 TOKEN_VARIABLE = "DSAWS_TOKEN"
@@ -47,9 +48,11 @@ EXIT_BAD_REQUEST = 5
 EXIT_UNAVAILABLE = 6
 EXIT_OUTCOME_UNKNOWN = 7
 EXIT_ACCESS_DENIED = 8
+EXIT_OFFSET_GONE = 9
 _EXITS: list[tuple[type[DurableStreamError], int]] = [
     (OutcomeUnknown, EXIT_OUTCOME_UNKNOWN),
     (ProducerError, EXIT_UNAVAILABLE),
+    (OffsetGone, EXIT_OFFSET_GONE),
     (StreamNotFound, EXIT_NOT_FOUND),
     (StreamGone, EXIT_NOT_FOUND),
     (StreamConflict, EXIT_CONFLICT),
@@ -77,6 +80,12 @@ def add_commands(commands: Any) -> None:
     create.add_argument("--ttl", type=int, help="seconds of inactivity before it expires")
     create.add_argument("--expires-at", help="RFC 3339 time at which it expires")
     create.add_argument("--closed", action="store_true", help="create it closed")
+    create.add_argument(
+        "--retention",
+        metavar="POLICY",
+        help="what the stream keeps: 'max-age=SECONDS', 'max-bytes=N' (both: comma-separated), "
+        "or 'compact' (JSON streams: the latest value of each key)",
+    )
 
     append = command("append", "append the arguments, or standard input")
     append.add_argument("data", nargs="*", help="what to append (default: standard input)")
@@ -99,6 +108,13 @@ def add_commands(commands: Any) -> None:
         reader = command(name, help_text)
         reader.add_argument("--from", dest="start", default="-1", help="offset to start at")
         reader.add_argument("--pretty", action="store_true", help="indent JSON messages")
+        reader.add_argument(
+            "--from-earliest",
+            action="store_true",
+            help="where the stream's retention has dropped the data at the offset, go on from "
+            "the earliest offset still kept (saying so on standard error) instead of failing "
+            f"with exit status {EXIT_OFFSET_GONE}",
+        )
     reader.add_argument(
         "--live",
         choices=["auto", "sse", "long-poll"],
@@ -128,6 +144,9 @@ def run(args: argparse.Namespace) -> int:
         token = args.token or os.environ.get(TOKEN_VARIABLE) or None
         with DurableStream(f"{base}/{args.stream}", token=token) as stream:
             return _COMMANDS[args.command](stream, args, base)
+    except OffsetGone as exc:
+        print(f"dsaws {args.command}: {_gone_line(exc)}", file=sys.stderr)
+        return EXIT_OFFSET_GONE
     except DurableStreamError as exc:
         print(f"dsaws {args.command}: {exc}", file=sys.stderr)
         return next((code for kind, code in _EXITS if isinstance(exc, kind)), EXIT_ERROR)
@@ -136,9 +155,26 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_REQUEST
 
 
+def _gone_line(exc: OffsetGone) -> str:
+    """One line for a read whose offset the stream's retention dropped: where to start again."""
+    asked = f"offset {exc.offset}" if exc.offset is not None else "the offset"
+    earliest = exc.earliest_offset
+    where = (
+        f"the earliest offset still kept is {earliest}; run again with --from {earliest} "
+        "or with --from-earliest"
+        if earliest is not None
+        else "run again with --from -1 or with --from-earliest"
+    )
+    return f"{asked} is gone (dropped under the stream's retention policy): {where}"
+
+
 def _create(stream: DurableStream, args: argparse.Namespace, _: str) -> int:
     info = stream.create(
-        args.content_type, ttl=args.ttl, expires_at=args.expires_at, closed=args.closed
+        args.content_type,
+        ttl=args.ttl,
+        expires_at=args.expires_at,
+        closed=args.closed,
+        retention=args.retention,
     )
     print(f"next offset: {info.next_offset}", file=sys.stderr)
     return 0
@@ -244,9 +280,16 @@ def _messages(pieces: Iterable[bytes], json_stream: bool) -> Iterator[tuple[byte
 
 def _read(stream: DurableStream, args: argparse.Namespace, _: str) -> int:
     live = args.live if args.command == "tail" else None
+    on_gone: OnGone = "earliest" if args.from_earliest else "raise"
     last: Batch | None = None
     try:
-        for batch in stream.read(Offset(args.start), live=live):
+        for batch in stream.read(Offset(args.start), live=live, on_gone=on_gone):
+            if batch.skipped_from is not None:
+                print(
+                    f"dsaws {args.command}: offset {batch.skipped_from} was gone (dropped under "
+                    f"the stream's retention policy): going on from {batch.offset}",
+                    file=sys.stderr,
+                )
             _print_batch(batch, args.pretty, sys.stdout)
             last = batch
     except KeyboardInterrupt:
@@ -274,6 +317,8 @@ def _head(stream: DurableStream, args: argparse.Namespace, _: str) -> int:
         "closed": info.closed,
         "ttl": info.ttl,
         "expires_at": info.expires_at,
+        "retention": info.retention,
+        "earliest_offset": str(info.earliest_offset) if info.earliest_offset else None,
     }
     print(json.dumps(fields))
     return 0
