@@ -31,6 +31,7 @@ from ..protocol.headers import (
     STREAM_FORK_OFFSET,
     STREAM_FORK_SUB_OFFSET,
     STREAM_FORKED_FROM,
+    STREAM_RETENTION,
     STREAM_SEQ,
     STREAM_TTL,
     ProducerClaim,
@@ -55,6 +56,7 @@ from ..protocol.offsets import (
     parse_read_start,
 )
 from ..protocol.paths import parse_stream_path
+from ..protocol.retention import RetentionPolicy, parse_retention
 from ..protocol.sse import data_event
 from ..storage import CreateSpec, ForkRequest, Payload
 from .envelope import encoded_size
@@ -191,6 +193,7 @@ class CreateHeaders:
     expires_at: float | None
     closed: bool
     fork: ForkRequest | None
+    retention: RetentionPolicy | None = None
 
     def with_body(self, body: bytes, response_budget: int) -> CreateSpec:
         if body and self.content_type is None:
@@ -199,7 +202,13 @@ class CreateHeaders:
             body, self.content_type, allow_empty_array=True, response_budget=response_budget
         )
         return CreateSpec(
-            self.content_type, self.ttl, self.expires_at, self.closed, payload, self.fork
+            self.content_type,
+            self.ttl,
+            self.expires_at,
+            self.closed,
+            payload,
+            self.fork,
+            self.retention,
         )
 
 
@@ -214,7 +223,10 @@ def parse_create(headers: Headers, base_path: str, now: float | None = None) -> 
     if fork is None and media is None:
         media = DEFAULT_CONTENT_TYPE
     closed = is_true(header(headers, STREAM_CLOSED))
-    return CreateHeaders(media, ttl, expires_at, closed, fork)
+    retention = parse_retention(header(headers, STREAM_RETENTION))
+    if retention is not None and retention.compact and media is not None and not is_json(media):
+        raise bad_request(f"{STREAM_RETENTION}: compact folds JSON streams only")
+    return CreateHeaders(media, ttl, expires_at, closed, fork, retention)
 
 
 # ---------------------------------------------------------------------------- POST

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from starlette.responses import Response
 
@@ -16,15 +17,24 @@ from ..protocol.headers import (
     PRODUCER_RECEIVED_SEQ,
     PRODUCER_SEQ,
     STREAM_CLOSED,
+    STREAM_EARLIEST_OFFSET,
     STREAM_EXPIRES_AT,
     STREAM_NEXT_OFFSET,
+    STREAM_RETENTION,
     STREAM_TTL,
     format_expires_at,
 )
 from ..protocol.jsonmode import join_messages
 from ..protocol.offsets import format_offset
 from ..protocol.producer import ProducerState
-from ..storage.model import AppendOutcome, CreateOutcome, CreateStatus, ReadBatch, StreamInfo
+from ..storage.model import (
+    AppendOutcome,
+    CreateOutcome,
+    CreateStatus,
+    ReadBatch,
+    Retained,
+    StreamInfo,
+)
 from .disconnect import CLIENT_CLOSED_REQUEST
 
 
@@ -116,6 +126,11 @@ _CREATE_REJECTIONS = {
         "fork_offset_not_a_boundary",
         "Stream-Fork-Offset falls inside a message of the JSON source",
     ),
+    CreateStatus.OFFSET_GONE: (
+        410,
+        "fork_offset_gone",
+        "Stream-Fork-Offset is before the source's earliest retained offset",
+    ),
     CreateStatus.SUB_OFFSET_OVERSHOOT: (
         400,
         "fork_sub_offset_overshoot",
@@ -131,7 +146,10 @@ def create_response(outcome: CreateOutcome, location: str) -> Response:
         status, code, message = _CREATE_REJECTIONS[outcome.status]
         if outcome.status is CreateStatus.CONFLICT and outcome.info and outcome.info.soft_deleted:
             message = "a deleted stream with live forks still holds this path"
-        return error(status, code, message)
+        extra = {}
+        if outcome.status is CreateStatus.OFFSET_GONE and outcome.info is not None:
+            extra = {STREAM_EARLIEST_OFFSET: outcome.info.retained_now(time.time()).earliest_offset}
+        return error(status, code, message, extra)
     assert outcome.info is not None
     headers = stream_headers(outcome.info)
     if outcome.status is CreateStatus.CREATED:
@@ -153,8 +171,41 @@ def tail_headers(info: StreamInfo) -> dict[str, str]:
 
 
 def stream_headers(info: StreamInfo) -> dict[str, str]:
-    """Content type, tail and closure: shared by create, HEAD and write responses."""
-    return {"Content-Type": info.content_type, **tail_headers(info)}
+    """Content type, tail and closure (and a retention policy, where retained data starts):
+    shared by create, HEAD and write responses."""
+    return {"Content-Type": info.content_type, **tail_headers(info), **retention_headers(info)}
+
+
+def retention_headers(info: StreamInfo) -> dict[str, str]:
+    """The stream's retention policy, and where reads may start once it dropped anything."""
+    headers = {}
+    if info.retention is not None:
+        headers[STREAM_RETENTION] = info.retention
+    retained = info.retained_now(time.time())
+    if retained.dropped:
+        headers[STREAM_EARLIEST_OFFSET] = retained.earliest_offset
+    return headers
+
+
+def offset_gone(asked: str, retained: Retained) -> Response:
+    """410 for a read below where the stream's retained data starts: the body and a header
+    name the earliest offset a read may start at. Not kept by caches, as no error is: the
+    stream at this path may be deleted and created again, and then hold that offset."""
+    earliest = retained.earliest_offset
+    body = json.dumps(
+        {
+            "error": "offset_gone",
+            "message": f"offset {asked} is before the earliest retained offset {earliest}: "
+            "retention dropped what was there; read on from the earliest offset",
+            "earliest_offset": earliest,
+        }
+    )
+    return Response(
+        body,
+        status_code=410,
+        media_type="application/json",
+        headers={"Cache-Control": caching.NO_STORE, STREAM_EARLIEST_OFFSET: earliest},
+    )
 
 
 def metadata_headers(info: StreamInfo) -> dict[str, str]:

@@ -28,6 +28,8 @@ class SsePlan:
     stop_after_data: bool  # bounded-window mode
     client_cursor: str | None = None
     whole: bool = False  # the offset was a plain token: inside an append means its start
+    # A compacted stream's snapshot, sent first as one event (`position` is where it ends).
+    prefix: tuple[bytes, ...] = ()
 
 
 class SseSessions:
@@ -64,6 +66,14 @@ class SseSessions:
         inside = False  # the position lies inside an append (a batch was cut there)
         announced = False  # has a control event told the client where it stands?
         current: StreamInfo | None = info
+        if plan.prefix:
+            snapshot = ReadBatch(position, position, messages=plan.prefix)
+            at_tail = position >= info.tail
+            event = data_event(read_body(snapshot), info.content_type)
+            yield event + self._control(info, position, at_tail, plan)
+            announced = True
+            if (info.closed and at_tail) or plan.stop_after_data:
+                return
         while current is not None and not current.soft_deleted:
             if position < current.tail:
                 # Shared: every session woken by the same append reads the same new bytes.

@@ -35,11 +35,13 @@ from ..protocol.headers import (
 )
 from ..protocol.limits import append_too_large
 from ..protocol.offsets import StartKind
+from ..protocol.retention import Cut, cache_seconds_left
 from ..protocol.sse import uses_base64
 from ..storage import (
     CreateStatus,
     Presence,
     ReadBatch,
+    Snapshot,
     StoreUnavailable,
     StreamInfo,
     StreamStore,
@@ -59,6 +61,7 @@ from .requests import (
     parse_read,
     public_host,
 )
+from .retained import StartFrom, asked_offset, retained_start
 from .sse import SsePlan, SseSessions
 from .wakeups import Wakeups
 
@@ -237,7 +240,14 @@ class StreamEndpoints:
             return r.not_found()
         if info.soft_deleted:
             return r.gone()
-        position = read.start.resolve(info.tail)
+        retained = info.retained_now(time.time())
+        decided = retained_start(retained, read.start)
+        if decided.kind is StartFrom.GONE:
+            return r.offset_gone(asked_offset(read.start), retained)
+        if decided.kind is StartFrom.SNAPSHOT:
+            assert retained.snapshot is not None
+            return await self._snapshot_read(path, info, retained.snapshot, read)
+        position = read.start.resolve(info.tail) if decided.position is None else decided.position
         if info.tail < position <= info.reserved_end:
             # An offset an append was answered with, whose range (or one below it) is still
             # being filled: readable within moments, or voided within the bound.
@@ -264,6 +274,27 @@ class StreamEndpoints:
             return self._tail_response(info, read, status=200)
         bound = None if read.until is None else min(read.until, info.tail)
         return await self._data_response(info, position, read, bound)
+
+    async def _snapshot_read(
+        self, path: str, info: StreamInfo, snapshot: Snapshot, read: ReadRequest
+    ) -> Response:
+        """A compacted stream read from its snapshot (from the beginning, or at its token):
+        the snapshot and, in the same response, as much of the data after it as fits, so
+        that a client that makes one request gets the whole state (in every mode: a live
+        read has data to send at once)."""
+        if info.ttl_seconds is not None:
+            await self.call_store(self.store.renew, info)
+        self.telemetry.count(Metric.READS)
+        messages = await self.call_store(self.store.snapshot_messages, snapshot)
+        if read.live == "sse":
+            return await self._sse(path, info, snapshot.at, read, prefix=messages)
+        room = self._read_size(0, read) - sum(len(message) + 1 for message in messages) - 1
+        end, rest = snapshot.at, ()
+        if room > 0 and snapshot.at < info.tail:
+            after = await self.call_store(self.store.read, info, snapshot.at, room)
+            end, rest = after.end, after.messages or ()
+        batch = ReadBatch(snapshot.at, end, messages=messages + rest)
+        return self._batch_response(info, batch, read, snapshot=snapshot)
 
     async def _until_readable(self, path: str, position: int) -> StreamInfo | None:
         """The stream once its readable data reaches `position`, which ranges still pending
@@ -323,7 +354,14 @@ class StreamEndpoints:
             return await self._data_response(latest, position, read, shared=True)
         return self._tail_response(latest, read, status=204)
 
-    async def _sse(self, path: str, info: StreamInfo, position: int, read: ReadRequest) -> Response:
+    async def _sse(
+        self,
+        path: str,
+        info: StreamInfo,
+        position: int,
+        read: ReadRequest,
+        prefix: tuple[bytes, ...] = (),
+    ) -> Response:
         window = self.live.sse_window
         lifetime = self.live.sse_seconds
         plan = SsePlan(
@@ -333,6 +371,7 @@ class StreamEndpoints:
             stop_after_data=window,
             client_cursor=read.cursor,
             whole=read.start.whole,
+            prefix=prefix,
         )
         headers = {
             "Content-Type": "text/event-stream",
@@ -379,13 +418,28 @@ class StreamEndpoints:
             # Nothing to return: the offset handed back is the one asked at, exact or not.
             exact = read.start.kind is StartKind.POSITION and not whole
             batch = ReadBatch(position, position, messages=empty, exact_empty=exact)
-        batch, body = fit_read(
+        return self._batch_response(info, batch, read)
+
+    def _batch_response(
+        self,
+        info: StreamInfo,
+        batch: ReadBatch,
+        read: ReadRequest,
+        snapshot: Snapshot | None = None,
+    ) -> Response:
+        """The response serving `batch`; after a compacted stream's `snapshot`, whose
+        messages it begins with (served whole: the compaction made sure they fit)."""
+        fitted, body = fit_read(
             batch,
             r.read_body,
             info.content_type,
             self.limits.max_response_bytes,
             text=not uses_base64(info.content_type),
         )
+        if snapshot is not None and len(fitted.messages or ()) < snapshot.count:
+            fitted = batch.head(snapshot.count)
+            body = r.read_body(fitted)
+        batch = fitted
         up_to_date = batch.end >= info.tail
         closed = info.closed and up_to_date
         headers = {
@@ -396,12 +450,14 @@ class StreamEndpoints:
             headers[STREAM_UP_TO_DATE] = "true"
         if read.live is not None and not closed:
             headers[STREAM_CURSOR] = self._cursor(batch.end, read)
-        tag = caching.etag(info.incarnation, batch.start, batch.end, closed)
+        tag = caching.etag(info.incarnation, batch.start, batch.end, closed, snapshot is not None)
         headers["ETag"] = tag
-        shape = ReadShape(
-            _read_mode(read), batch.end > batch.start, up_to_date, closed, read.from_now
-        )
-        headers["Cache-Control"] = self._cache_control(info, shape, read.access)
+        has_data = batch.end > batch.start or snapshot is not None
+        shape = ReadShape(_read_mode(read), has_data, up_to_date, closed, read.from_now)
+        # What a cut announced will drop is kept by caches only until the cut takes effect:
+        # a snapshot's response included, which a later compaction replaces.
+        begins = batch.start - 1 if snapshot is not None else batch.start
+        headers["Cache-Control"] = self._cache_control(info, shape, read.access, begins)
         if caching.etag_matches(read.if_none_match, tag):
             headers.pop("Content-Type")
             return Response(status_code=304, headers=headers)
@@ -414,7 +470,7 @@ class StreamEndpoints:
         live one, takes `max_read_bytes`, so catching up on a long stream through a CDN
         fetches the same bytes from the origin as before (docs/protocol.md, "Reads")."""
         limits = self.limits
-        if position == 0 and read.live is None:
+        if (position == 0 or read.start.kind is StartKind.BEGINNING) and read.live is None:
             return max(
                 limits.max_read_bytes,
                 limits.max_read_from_start_bytes or limits.max_response_bytes,
@@ -443,14 +499,23 @@ class StreamEndpoints:
     def _cursor_for(position: int, client_cursor: str | None) -> str:
         return next_cursor(time.time(), client_cursor, position)
 
-    def _cache_control(self, info: StreamInfo, shape: ReadShape, access: Allowed) -> str:
+    def _cache_control(
+        self, info: StreamInfo, shape: ReadShape, access: Allowed, begins: int | None = None
+    ) -> str:
         """Shared caches keep what anyone may read; a token's reads are the bearer's alone,
-        and a signed URL's reads are kept no longer than the URL is valid."""
+        and a signed URL's reads are kept no longer than the URL is valid. A response that
+        `begins` below a cut announced is kept no longer than until the cut takes effect."""
         rules = self.settings.cache_rules
         if access.private:
             rules = replace(rules, visibility="private")
+        now = time.time()
         ends = [t for t in (info.expiry_time(), access.valid_until) if t is not None]
-        seconds_left = min(ends) - time.time() if ends else None
+        if begins is not None and info.pending_cut is not None:
+            cut = Cut(info.pending_cut.retained.start, info.pending_cut.effective_at)
+            left = cache_seconds_left(cut, begins, now)
+            if left is not None:
+                ends.append(now + left)
+        seconds_left = min(ends) - now if ends else None
         return caching.read_cache_control(rules, shape, seconds_left)
 
     # ------------------------------------------------------------------ helpers

@@ -102,9 +102,11 @@ def _shared(rules: CacheRules, max_age: int, swr: int, seconds_to_expiry: float 
     return f"{rules.visibility}, max-age={max_age}, stale-while-revalidate={swr}"
 
 
-def etag(incarnation: str, start: int, end: int, closed: bool) -> str:
-    """Varies with the stream's incarnation, the range served and closure at that range."""
-    return f'"{incarnation}:{start}:{end}{":c" if closed else ""}"'
+def etag(incarnation: str, start: int, end: int, closed: bool, snapshot: bool = False) -> str:
+    """Varies with the stream's incarnation, the range served and closure at that range (and
+    whether a compacted stream's snapshot of the history below `start` comes first)."""
+    first = f"s{start}" if snapshot else str(start)
+    return f'"{incarnation}:{first}:{end}{":c" if closed else ""}"'
 
 
 def etag_matches(if_none_match: str | None, current: str) -> bool:

@@ -17,6 +17,7 @@ class StreamConfig:
     closed: bool
     forked_from: str | None = None
     fork_position: int | None = None
+    retention: str | None = None  # the policy's header value
 
     def matches(self, other: StreamConfig) -> bool:
         return (
@@ -26,6 +27,7 @@ class StreamConfig:
             and self.closed == other.closed
             and self.forked_from == other.forked_from
             and self.fork_position == other.fork_position
+            and self.retention == other.retention
         )
 
 

@@ -33,6 +33,9 @@ STREAM_SSE_DATA_ENCODING = "Stream-SSE-Data-Encoding"
 STREAM_FORKED_FROM = "Stream-Forked-From"
 STREAM_FORK_OFFSET = "Stream-Fork-Offset"
 STREAM_FORK_SUB_OFFSET = "Stream-Fork-Sub-Offset"
+# Extensions of this server: retention policies (`core.protocol.retention`).
+STREAM_RETENTION = "Stream-Retention"
+STREAM_EARLIEST_OFFSET = "Stream-Earliest-Offset"
 
 # Every protocol header a browser may send or read across origins (the CORS lists).
 PROTOCOL_HEADERS = (
@@ -52,6 +55,8 @@ PROTOCOL_HEADERS = (
     STREAM_FORK_OFFSET,
     STREAM_FORK_SUB_OFFSET,
     STREAM_SSE_DATA_ENCODING,
+    STREAM_RETENTION,
+    STREAM_EARLIEST_OFFSET,
 )
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"

@@ -11,6 +11,12 @@ Clients are not meant to build offsets, but some do: the Yjs layer reads on from
 the snapshot's offset plus one. A plain token whose position lies inside an append is read from
 that append's start, whole, as the reference server reads it; a token with the suffix is read
 from exactly its position.
+
+A compacted stream's snapshot (`core.protocol.compaction`) holds bytes that were never at any
+position of the stream, so its token is of its own kind: the position before the one the
+snapshot folds the history up to, with the suffix `_s`. It sorts after every token below that
+position (`_i` < `_s`) and before the position's own token, where the history after the
+snapshot goes on.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ BEGINNING = "-1"
 NOW = "now"
 _WIDTH = 16
 INSIDE_SUFFIX = "_i"
-_PATTERN = re.compile(r"([0-9]{16})_([0-9]{16})(_i)?")
+SNAPSHOT_SUFFIX = "_s"
+_PATTERN = re.compile(r"([0-9]{16})_([0-9]{16})(_i|_s)?")
 MAX_POSITION = 10**_WIDTH - 1
 
 
@@ -37,13 +44,22 @@ def format_offset(position: int, inside: bool = False) -> str:
     return f"{0:0{_WIDTH}d}_{position:0{_WIDTH}d}{INSIDE_SUFFIX if inside else ''}"
 
 
+def format_snapshot_offset(position: int) -> str:
+    """The token of the snapshot a compaction folded the history below `position` (> 0) into:
+    it sorts after every token below `position` and before `position`'s own, and names no
+    byte position of the stream (the snapshot's bytes were never at any)."""
+    return format_offset(position - 1) + SNAPSHOT_SUFFIX
+
+
 @dataclass(frozen=True)
 class Position:
     """A parsed token: its byte position, and whether it names exactly that position (the
-    suffix) or the append holding it, when it lies inside one."""
+    suffix) or the append holding it, when it lies inside one. `snapshot`: the token of the
+    snapshot of the history below `at`."""
 
     at: int
     exact: bool = False
+    snapshot: bool = False
 
 
 def parse_offset(token: str) -> Position:
@@ -51,12 +67,21 @@ def parse_offset(token: str) -> Position:
     match = _PATTERN.fullmatch(token)
     if match is None or match.group(1) != "0" * _WIDTH:
         raise bad_request(f"malformed offset: {quoted(token)}")
-    return Position(int(match.group(2)), exact=match.group(3) is not None)
+    suffix = match.group(3)
+    if suffix == SNAPSHOT_SUFFIX:
+        if int(match.group(2)) >= MAX_POSITION:
+            raise bad_request(f"malformed offset: {quoted(token)}")
+        return Position(int(match.group(2)) + 1, snapshot=True)
+    return Position(int(match.group(2)), exact=suffix is not None)
 
 
 def parse_position(token: str) -> int:
-    """The byte position of a token of this server's form; 400 for anything else."""
-    return parse_offset(token).at
+    """The byte position of a token of this server's form; 400 for anything else (a
+    snapshot's token included: it names no position)."""
+    parsed = parse_offset(token)
+    if parsed.snapshot:
+        raise bad_request(f"a snapshot offset names no position of the stream: {quoted(token)}")
+    return parsed.at
 
 
 class StartKind(Enum):
@@ -71,6 +96,8 @@ class ReadStart:
     position: int = 0
     # A plain token: read from the start of the append `position` lies inside, if it does.
     whole: bool = False
+    # The token of a compacted stream's snapshot of the history below `position`.
+    snapshot: bool = False
 
     def resolve(self, tail: int) -> int:
         """The byte position to read from, given the stream's current tail."""
@@ -91,6 +118,8 @@ def parse_read_start(values: list[str]) -> ReadStart:
     if token == NOW:
         return ReadStart(StartKind.NOW)
     parsed = parse_offset(token)
+    if parsed.snapshot:
+        return ReadStart(StartKind.POSITION, parsed.at, snapshot=True)
     return ReadStart(StartKind.POSITION, parsed.at, whole=not parsed.exact)
 
 

@@ -21,8 +21,9 @@ from . import _segments as layout
 from ._chunk_cache import ChunkCache
 from ._chunk_layout import Chunk, ObjectGone, data_prefix, decode_chunk, incarnation_of
 from ._segment_cache import SegmentCache
+from ._snapshots import SnapshotCache, decode_snapshot
 from .aws import call, each_item, error_code, pages
-from .model import Payload, ReadBatch, Segment, StoreUnavailable, StreamInfo
+from .model import Payload, ReadBatch, Segment, Snapshot, StoreUnavailable, StreamInfo
 
 # Well below DynamoDB's 400 KB item limit, leaving room for the message-length index.
 DEFAULT_INLINE_MAX_BYTES = 64 * 1024
@@ -63,6 +64,7 @@ class ChunkStore:
         self.bucket = bucket
         self.inline_max_bytes = inline_max_bytes
         self.segments = SegmentCache()
+        self.snapshots = SnapshotCache()
         self.recent = ChunkCache(cache_bytes)
 
     def committed(self, actions: Iterable[dict[str, Any]]) -> None:
@@ -339,6 +341,14 @@ class ChunkStore:
         assert segment.s3_key is not None and page.lengths_at is not None
         end = page.lengths_at + layout.LENGTH_BYTES * page.count
         return items.unpack_lengths(self._s3_get(segment.s3_key, _range(page.lengths_at, end)))
+
+    def snapshot_messages(self, snapshot: Snapshot) -> tuple[bytes, ...]:
+        """A snapshot's messages: immutable, so kept once read (`SegmentCache`)."""
+        known = self.snapshots.get(snapshot.key)
+        if known is None:
+            known = decode_snapshot(self._s3_get(snapshot.key))
+            self.snapshots.remember(snapshot.key, known)
+        return known
 
     def boundaries(self, info: StreamInfo, start: int, end: int) -> Iterator[int]:
         """The positions strictly between `start` and `end` where stored chunks, and the pages

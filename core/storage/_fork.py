@@ -12,6 +12,7 @@ boundary. The source is counted as referenced by the create's own transaction
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
 from ..protocol.fork import inherit_expiry
@@ -48,6 +49,9 @@ def resolve_fork(
     anchor = source.tail if fork.anchor is None else fork.anchor
     if anchor > source.tail:
         return CreateOutcome(CreateStatus.OFFSET_BEYOND_TAIL, source)
+    if anchor < retention_floor(source, time.time()):
+        # History retention dropped (or a cut announced will): no fork can be made of it.
+        return CreateOutcome(CreateStatus.OFFSET_GONE, source)
     if is_json(source.content_type) and not _at_message_boundary(reads, source, anchor):
         # A fork cut inside a message would hold half of it: no read could return it.
         return CreateOutcome(CreateStatus.OFFSET_NOT_A_BOUNDARY, source)
@@ -55,6 +59,15 @@ def resolve_fork(
     if position is None:
         return CreateOutcome(CreateStatus.SUB_OFFSET_OVERSHOOT, source)
     return source, position
+
+
+def retention_floor(source: StreamInfo, now: float) -> int:
+    """The lowest position a fork of `source` may start at: where its retained data starts,
+    or where a cut already announced will make it start."""
+    floor = source.retained_now(now).start
+    if source.pending_cut is not None:
+        floor = max(floor, source.pending_cut.retained.start)
+    return floor
 
 
 def _at_message_boundary(reads: SourceReads, source: StreamInfo, position: int) -> bool:

@@ -10,6 +10,8 @@ One table holds everything:
   k#<inc>  / <n>           the claim of reserved range n: filled or void (core/storage/_ranges)
   gc#<n>   / <inc>         an incarnation whose data nobody can read any more
   sq#<n>   / <digest>      a stream with history to seal (its path, incarnation, tail)
+  rq#<n>   / <digest>      a stream with a retention policy (its path, incarnation)
+  d#<inc>  / a#<at>        the snapshot a compaction folded the history below <at> into
   sub#     / <id>          a subscription (core/subscriptions/store.py)
   sl#<inc> / <path>        a stream linked to incarnation <inc> of a subscription
 """
@@ -27,7 +29,7 @@ from typing import Any
 from ..protocol.headers import ProducerClaim
 from ..protocol.limits import DYNAMODB_PARTITION_KEY_BYTES, DYNAMODB_SORT_KEY_BYTES, utf8_length
 from ..protocol.producer import ProducerState
-from .model import Segment, StreamInfo
+from .model import PendingCut, Retained, Segment, Snapshot, StreamInfo
 
 Item = dict[str, Any]
 META = "meta"
@@ -134,6 +136,35 @@ def seal_mark_put(table: str, info: StreamInfo, tail: int, marked_at: float) -> 
     }
 
 
+RETENTION_SHARDS = 16
+RETENTION_PREFIX = "rq#"
+
+
+def retention_partition(shard: int) -> str:
+    return f"{RETENTION_PREFIX}{shard:02d}"
+
+
+def retention_entry_key(path: str) -> Item:
+    """Where a stream with a retention policy is listed for the retention runs."""
+    shard = zlib.crc32(path.encode()) % RETENTION_SHARDS
+    return _key(retention_partition(shard), hashlib.sha256(path.encode()).hexdigest())
+
+
+def retention_entry_put(table: str, info: StreamInfo) -> Item:
+    """A transaction action listing a new stream for the retention runs (overwriting the
+    entry of an earlier incarnation of its path)."""
+    return {
+        "Put": {
+            "TableName": table,
+            "Item": {
+                **retention_entry_key(info.path),
+                "path": s(info.path),
+                "inc": s(info.incarnation),
+            },
+        }
+    }
+
+
 def mark_time(item: Item) -> float | None:
     """When a seal mark was written (None: a mark of the layout without the time)."""
     return _num(item, "t")
@@ -185,6 +216,10 @@ def encode_stream(info: StreamInfo) -> Item:
         item["src"] = s(info.forked_from)
     if info.source_incarnation is not None:
         item["srci"] = s(info.source_incarnation)
+    if info.retention is not None:
+        item["ret"] = s(info.retention)
+    if info.retained != Retained():
+        item.update(encode_retained(info.retained))
     if info.inherited:
         item["inh"] = {
             "L": [
@@ -229,7 +264,62 @@ def decode_stream(path: str, item: Item) -> StreamInfo:
         reserved_at=_num(item, "rt") or 0.0,
         counted="rn" in item,
         held_until=_num(item, "hold") or 0.0,
+        retention=_str(item, "ret"),
+        retained=decode_retained(item),
+        pending_cut=_decode_cut(item.get("cut")),
+        compaction_refused=_str(item, "cxr"),
     )
+
+
+# Retention (`core.storage.retention`): the stream item's `rf` (where retained data starts)
+# and `snap` (the snapshot before it), and `cut`: the same two, announced to take effect at
+# `eff`. A snapshot's object is also named by an item of the incarnation's partition,
+# `a#<at>`, which sorts before every chunk, so that the collector counts it as named.
+SNAPSHOT_SORT_PREFIX = "a#"
+
+
+def snapshot_sort_key(at: int) -> str:
+    return f"{SNAPSHOT_SORT_PREFIX}{at:0{_POSITION_WIDTH}d}"
+
+
+def encode_snapshot(snapshot: Snapshot) -> Item:
+    return {
+        "M": {
+            "at": n(snapshot.at),
+            "k": s(snapshot.key),
+            "sz": n(snapshot.size),
+            "cnt": n(snapshot.count),
+            "fd": n(snapshot.folded),
+        }
+    }
+
+
+def decode_snapshot(value: Item | None) -> Snapshot | None:
+    if value is None:
+        return None
+    m = value["M"]
+    return Snapshot(_int(m, "at"), m["k"]["S"], _int(m, "sz"), _int(m, "cnt"), _int(m, "fd"))
+
+
+def encode_retained(retained: Retained) -> Item:
+    item: Item = {"rf": n(retained.start)}
+    if retained.snapshot is not None:
+        item["snap"] = encode_snapshot(retained.snapshot)
+    return item
+
+
+def decode_retained(item: Item) -> Retained:
+    return Retained(_int(item, "rf"), decode_snapshot(item.get("snap")))
+
+
+def encode_cut(cut: PendingCut) -> Item:
+    return {"M": {**encode_retained(cut.retained), "eff": n(cut.effective_at)}}
+
+
+def _decode_cut(value: Item | None) -> PendingCut | None:
+    if value is None:
+        return None
+    return PendingCut(decode_retained(value["M"]), _num(value["M"], "eff") or 0.0)
 
 
 def encode_page_cursor(last_key: Item) -> str:
@@ -267,6 +357,7 @@ _PARTITION_KINDS = (
     CLAIM_PREFIX,
     RETIRE_PREFIX,
     SEAL_PREFIX,
+    RETENTION_PREFIX,
     SUBSCRIPTION_PARTITION,
     SUBSCRIPTION_LINK_PREFIX,
 )

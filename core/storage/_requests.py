@@ -76,9 +76,13 @@ def reference_source(table: str, source: StreamInfo, position: int, now: float) 
         ":one": items.n(1),
         ":position": items.n(position),
     }
-    # At or below the readable tail, which the published tail may not have reached yet.
+    # At or below the readable tail, which the published tail may not have reached yet, and
+    # at or above where its retained data starts, or will once a cut announced takes effect
+    # (a retention run drops what is below only once no fork reads it).
     condition = (
         "#inc = :inc AND attribute_not_exists(#del) AND (#tail >= :position OR #rsv >= :position)"
+        " AND (attribute_not_exists(#rf) OR #rf <= :position)"
+        " AND (attribute_not_exists(#cut) OR #cut.#rf <= :position)"
     )
     if source.expires_at is not None:
         # Only then: DynamoDB refuses a request with a value its expressions do not use.
@@ -88,7 +92,15 @@ def reference_source(table: str, source: StreamInfo, position: int, now: float) 
     if dead is not None:
         condition += " AND #acc > :dead"
         values[":dead"] = items.n(dead)
-    names = {"#inc": "inc", "#del": "del", "#tail": "tail", "#rsv": "rsv", "#refs": "refs"}
+    names = {
+        "#inc": "inc",
+        "#del": "del",
+        "#tail": "tail",
+        "#rsv": "rsv",
+        "#refs": "refs",
+        "#rf": "rf",
+        "#cut": "cut",
+    }
     if source.expires_at is not None:
         names["#exp"] = "exp"
     if source.ttl_seconds is not None:

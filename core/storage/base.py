@@ -12,6 +12,7 @@ from .model import (
     Payload,
     Presence,
     ReadBatch,
+    Snapshot,
     StreamInfo,
     StreamPage,
 )
@@ -35,6 +36,9 @@ class StreamStore(Protocol):
         """Committed data from `start`, up to `info.tail` and about `max_bytes`, in whole
         appends (messages, for JSON) unless the first is larger; `whole`: from the start of
         the append `start` lies inside, if it does."""
+
+    def snapshot_messages(self, snapshot: Snapshot) -> tuple[bytes, ...]:
+        """The messages of a compacted stream's snapshot, served before the data after it."""
 
     def renew(self, info: StreamInfo) -> None:
         """Slide a TTL stream's expiry forward after a read (cheap; writes only when due)."""

@@ -61,6 +61,8 @@ from .model import (
     Payload,
     Presence,
     ReadBatch,
+    Retained,
+    Snapshot,
     StoreUnavailable,
     StreamInfo,
     StreamPage,
@@ -277,6 +279,9 @@ class DynamoStore:
             source_incarnation=source.incarnation if source else None,
             fork_position=position,
             inherited=source.segments_until(position) if source else (),
+            retention=spec.retention.header() if spec.retention is not None else None,
+            # A fork reads its source's history as retention left it (and its snapshot).
+            retained=source.retained_now(now) if source else Retained(),
             renew_window=renewal_window(ttl, self.renew_fraction) if ttl is not None else 0.0,
             ranges=1 if len(spec.payload) else 0,
             published_ranges=1 if len(spec.payload) else 0,
@@ -302,6 +307,8 @@ class DynamoStore:
             info.fork_position, info.tail, info.closed, self.seal_mark_bytes
         ):
             actions.append(items.seal_mark_put(self.table, info, info.tail, self.clock()))
+        if info.retention is not None:
+            actions.append(items.retention_entry_put(self.table, info))
         self.write(actions)
 
     # ---------------------------------------------------------------- append
@@ -315,6 +322,10 @@ class DynamoStore:
 
     def read(self, info: StreamInfo, start: int, max_bytes: int, whole: bool = False) -> ReadBatch:
         return self.chunks.read(info, start, max_bytes, whole)
+
+    def snapshot_messages(self, snapshot: Snapshot) -> tuple[bytes, ...]:
+        """The messages of a compacted stream's snapshot (`core.storage.retention`)."""
+        return self.chunks.snapshot_messages(snapshot)
 
     def boundaries(self, info: StreamInfo, start: int, end: int) -> Iterator[int]:
         """Message boundaries strictly between `start` and `end` where a range of the stream

@@ -9,7 +9,9 @@ from enum import Enum
 from ..protocol.append import AppendDecision
 from ..protocol.create import StreamConfig
 from ..protocol.headers import ProducerClaim
+from ..protocol.offsets import format_offset, format_snapshot_offset
 from ..protocol.producer import ProducerState
+from ..protocol.retention import RetentionPolicy
 from ..protocol.ttl import oldest_live_access, sliding_expiry
 
 
@@ -20,6 +22,48 @@ class Segment:
     incarnation: str
     start: int
     end: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A compacted stream's snapshot of its history below `at`: State Protocol messages in an
+    S3 object (`core.storage._snapshots`), named by an item of the incarnation's partition."""
+
+    at: int
+    key: str
+    size: int  # the messages' bytes
+    count: int  # messages, the two control messages included
+    folded: int  # bytes of history it stands for (the stream's start up to `at`)
+
+
+@dataclass(frozen=True)
+class Retained:
+    """Where a stream's retained data starts, and the snapshot that stands for what is before
+    it, if a compaction made one."""
+
+    start: int = 0
+    snapshot: Snapshot | None = None
+
+    @property
+    def earliest_offset(self) -> str:
+        """The offset a read from the beginning starts at."""
+        if self.snapshot is not None:
+            return format_snapshot_offset(self.snapshot.at)
+        return format_offset(self.start)
+
+    @property
+    def dropped(self) -> bool:
+        return self.start > 0
+
+
+@dataclass(frozen=True)
+class PendingCut:
+    """A cut announced on a stream: from `effective_at` on, `retained` replaces the stream's
+    retained start (and snapshot). Announced ahead so that shared caches have let go of what
+    it drops by then (`core.protocol.retention`)."""
+
+    retained: Retained
+    effective_at: float
 
 
 @dataclass(frozen=True)
@@ -58,6 +102,20 @@ class StreamInfo:
     reserved_at: float = 0.0  # when the last range was reserved (Unix seconds)
     counted: bool = True  # the item holds the range counters (items older than them do not)
     held_until: float = 0.0  # a direct commit waiting: no range may be reserved until then
+    # Retention (`core.protocol.retention`): the policy's header value, where retained data
+    # starts, a cut announced to take effect later, and when the last cut took effect.
+    retention: str | None = None
+    retained: Retained = Retained()
+    pending_cut: PendingCut | None = None
+    compaction_refused: str | None = None
+
+    def retained_now(self, now: float) -> Retained:
+        """Where the stream's retained data starts at `now` (a pending cut counts once it is
+        effective, whether or not a retention run has recorded it since)."""
+        cut = self.pending_cut
+        if cut is not None and now >= cut.effective_at:
+            return cut.retained
+        return self.retained
 
     @property
     def published_tail(self) -> int:
@@ -111,6 +169,7 @@ class StreamInfo:
             closed=self.closed,
             forked_from=self.forked_from,
             fork_position=self.fork_position if self.forked_from is not None else None,
+            retention=self.retention,
         )
 
 
@@ -142,6 +201,7 @@ class CreateSpec:
     closed: bool = False
     payload: Payload = field(default_factory=Payload)
     fork: ForkRequest | None = None
+    retention: RetentionPolicy | None = None
 
 
 class CreateStatus(Enum):
@@ -152,6 +212,7 @@ class CreateStatus(Enum):
     SOURCE_GONE = "source_gone"  # the fork source is soft-deleted
     CONTENT_TYPE_MISMATCH = "content_type_mismatch"
     OFFSET_BEYOND_TAIL = "offset_beyond_tail"
+    OFFSET_GONE = "offset_gone"  # below the source's earliest retained position
     OFFSET_NOT_A_BOUNDARY = "offset_not_a_boundary"  # inside a message of a JSON source
     SUB_OFFSET_OVERSHOOT = "sub_offset_overshoot"
 

@@ -72,13 +72,17 @@ def test_a_fork_references_a_source_without_expiry() -> None:
             "Key": STREAM_KEY,
             "UpdateExpression": "SET #refs = #refs + :one",
             "ConditionExpression": "#inc = :inc AND attribute_not_exists(#del)"
-            " AND (#tail >= :position OR #rsv >= :position)",
+            " AND (#tail >= :position OR #rsv >= :position)"
+            " AND (attribute_not_exists(#rf) OR #rf <= :position)"
+            " AND (attribute_not_exists(#cut) OR #cut.#rf <= :position)",
             "ExpressionAttributeNames": {
                 "#inc": "inc",
                 "#del": "del",
                 "#tail": "tail",
                 "#rsv": "rsv",
                 "#refs": "refs",
+                "#rf": "rf",
+                "#cut": "cut",
             },
             "ExpressionAttributeValues": {
                 ":inc": {"S": "inc-1"},
@@ -94,7 +98,10 @@ def test_a_fork_references_a_source_that_expires_only_while_it_lives() -> None:
     update = requests.reference_source(TABLE, source, 0, 1000.0)["Update"]
     assert update["ConditionExpression"] == (
         "#inc = :inc AND attribute_not_exists(#del)"
-        " AND (#tail >= :position OR #rsv >= :position) AND #exp > :now AND #acc > :dead"
+        " AND (#tail >= :position OR #rsv >= :position)"
+        " AND (attribute_not_exists(#rf) OR #rf <= :position)"
+        " AND (attribute_not_exists(#cut) OR #cut.#rf <= :position)"
+        " AND #exp > :now AND #acc > :dead"
     )
     assert update["ExpressionAttributeNames"] == {
         "#inc": "inc",
@@ -102,6 +109,8 @@ def test_a_fork_references_a_source_that_expires_only_while_it_lives() -> None:
         "#tail": "tail",
         "#rsv": "rsv",
         "#refs": "refs",
+        "#rf": "rf",
+        "#cut": "cut",
         "#exp": "exp",
         "#acc": "acc",
     }
