@@ -7,6 +7,8 @@ same from the shell. Scripted servers throughout (httpx.MockTransport)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import httpx
@@ -16,6 +18,7 @@ from scripted import FAST, offset, scripted
 
 import durable_streams_aws.client as client_package
 from durable_streams_aws.client import (
+    BadRequest,
     Batch,
     DurableStream,
     Offset,
@@ -487,3 +490,47 @@ def test_dsaws_head_shows_the_earliest_offset_and_the_policy(
     assert shell(lambda r: httpx.Response(200, headers=plain), "head", "s") == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["earliest_offset"] is None and shown["retention"] is None
+
+
+# ---------------------------------------------------------------- against `dsaws serve`
+
+
+@pytest.fixture(scope="module")
+def served() -> Any:
+    from support import ServerProcess
+
+    with ServerProcess("--long-poll-timeout", "1") as server:
+        yield f"{server.base_url}/v1/stream"
+
+
+def dsaws(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "durable_streams_aws.core.cli", *args, "--url", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.integration
+def test_a_real_server_keeps_the_policy_a_create_sends(
+    open_stream: StreamOpener, served: str
+) -> None:
+    name = f"kept-{open_stream.flavour}"
+    with open_stream(f"{served}/{name}") as stream:
+        created = stream.create("application/json", retention="max-age=86400")
+        assert created.retention == "max-age=86400"
+        info = stream.head()
+        assert info.retention == created.retention and info.earliest_offset is None
+        stream.append([{"n": 1}])
+        batches = list(stream.read(on_gone="earliest"))  # nothing dropped: reads as ever
+        assert messages(batches) == [{"n": 1}] and batches[0].skipped_from is None
+    with open_stream(f"{served}/{name}-bad") as stream, pytest.raises(BadRequest):
+        stream.create("application/json", retention="max-age=soon")
+    if open_stream.flavour == "sync":
+        json_type = ("--content-type", "application/json")
+        assert dsaws(served, "create", "cli", *json_type, "--retention", "compact").returncode == 0
+        shown = json.loads(dsaws(served, "head", "cli").stdout)
+        assert shown["retention"] == "compact" and shown["earliest_offset"] is None
+        refused = dsaws(served, "create", "cli-bad", "--retention", "max-bytes=-1")
+        assert refused.returncode == 5 and "Stream-Retention" in refused.stderr
