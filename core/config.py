@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .protocol.caching import CacheRules
+from .protocol.retention import RetentionPolicy, parse_prefix_defaults
 
 MIB = 1024 * 1024
 # A Function URL carries at most 6 MB each way (6,291,556 bytes); this leaves room for the
@@ -68,6 +69,8 @@ class StreamSettings:
     limits: SizeLimits
     live: LiveReads
     cache_rules: CacheRules
+    # Policies of streams created without Stream-Retention, by path prefix (longest first).
+    retention_defaults: tuple[tuple[str, RetentionPolicy], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,31 @@ class Settings(BaseModel):
         "collection, turn at the embedded emulator's lock and background sweep, with their "
         "times (JSON lines; see core/pause_trace.py), for finding what makes requests wait",
     )
+    retention_defaults: str = Field(
+        "",
+        description="retention policies of streams created without Stream-Retention, by path "
+        "prefix: `prefix=policy` entries separated by `,` (`logs/=max-age=604800, "
+        "state/=compact`); the longest matching prefix wins",
+    )
+    retention_interval: float = Field(
+        30.0,
+        ge=0,
+        description="seconds between retention and compaction runs inside `dsaws serve` (0: "
+        "never); a deployment runs them on a schedule of its sealer function",
+    )
+    retention_delay: float | None = Field(
+        None,
+        ge=0,
+        description="seconds a retention cut is announced before it takes effect, during which "
+        "reads of what it drops are cached no longer than until then (default: "
+        "cache_max_age + stale_while_revalidate, the longest a cache may keep a read)",
+    )
+    compaction_min_bytes: int = Field(
+        1 * MIB,
+        ge=1,
+        description="sealed history a compacted stream must have gained since its snapshot "
+        "before it is compacted again",
+    )
     collect_grace_seconds: float = Field(
         3600.0,
         ge=0,
@@ -321,6 +349,18 @@ class Settings(BaseModel):
     def _empty_is_unset(cls, value: Any) -> Any:
         # A template passes an unused parameter as an empty string.
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("retention_defaults")
+    @classmethod
+    def _retention_defaults_parse(cls, value: str) -> str:
+        parse_prefix_defaults(value)  # a ValueError names the entry
+        return value
+
+    @property
+    def retention_delay_seconds(self) -> float:
+        if self.retention_delay is not None:
+            return self.retention_delay
+        return float(self.cache_max_age + self.stale_while_revalidate)
 
     @model_validator(mode="after")
     def _fits_the_host(self) -> Settings:
@@ -453,7 +493,13 @@ class Settings(BaseModel):
             window,
             self.sse_window_seconds if window else self.sse_lifetime,
         )
-        return StreamSettings(self.base_path, limits, live, self.cache_rules)
+        return StreamSettings(
+            self.base_path,
+            limits,
+            live,
+            self.cache_rules,
+            parse_prefix_defaults(self.retention_defaults),
+        )
 
     @property
     def origin_lock_settings(self) -> OriginLockSettings:

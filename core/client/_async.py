@@ -44,7 +44,7 @@ class AsyncDurableStream(StreamBase):
     ) -> StreamInfo:
         """Create the stream (200 when it exists with this configuration: not an error).
         Options: ttl, expires_at, closed, body, retention (sent as `Stream-Retention`:
-        `"max-age=86400"`, `"max-bytes=1000000"`, both comma-separated, or `"compact"`)."""
+        `"max-age=86400"`, `"max-bytes=1000000"`, both separated by `;`, or `"compact"`)."""
         response = await self._send(wire.create_request(content_type, **options))
         return self._learn(wire.stream_info(response))
 

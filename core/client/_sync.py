@@ -41,7 +41,7 @@ class DurableStream(StreamBase):
     def create(self, content_type: str = "application/octet-stream", **options: Any) -> StreamInfo:
         """Create the stream (200 when it exists with this configuration: not an error).
         Options: ttl, expires_at, closed, body, retention (sent as `Stream-Retention`:
-        `"max-age=86400"`, `"max-bytes=1000000"`, both comma-separated, or `"compact"`)."""
+        `"max-age=86400"`, `"max-bytes=1000000"`, both separated by `;`, or `"compact"`)."""
         response = self._send(wire.create_request(content_type, **options))
         return self._learn(wire.stream_info(response))
 

@@ -58,7 +58,7 @@ class StreamInfo:
     expires_at: str | None = None
     # Where a read may start, when the stream's retention policy has dropped older data (the
     # server's Stream-Earliest-Offset; None when nothing was dropped, or the server does not
-    # say). `retention` is the stream's policy as the server echoes it (`max-age=N, max-bytes=M`
+    # say). `retention` is the stream's policy as the server echoes it (`max-age=N; max-bytes=M`
     # or `compact`), None without one.
     earliest_offset: Offset | None = None
     retention: str | None = None

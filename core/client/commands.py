@@ -83,7 +83,7 @@ def add_commands(commands: Any) -> None:
     create.add_argument(
         "--retention",
         metavar="POLICY",
-        help="what the stream keeps: 'max-age=SECONDS', 'max-bytes=N' (both: comma-separated), "
+        help="what the stream keeps: 'max-age=SECONDS', 'max-bytes=N' (both: separated by ';'), "
         "or 'compact' (JSON streams: the latest value of each key)",
     )
 

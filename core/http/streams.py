@@ -35,9 +35,10 @@ from ..protocol.headers import (
 )
 from ..protocol.limits import append_too_large
 from ..protocol.offsets import StartKind
-from ..protocol.retention import Cut, cache_seconds_left
+from ..protocol.retention import Cut, RetentionPolicy, cache_seconds_left, policy_for
 from ..protocol.sse import uses_base64
 from ..storage import (
+    CreateSpec,
     CreateStatus,
     Presence,
     ReadBatch,
@@ -146,6 +147,7 @@ class StreamEndpoints:
     async def create(self, request: Request, path: str) -> Response:
         parsed = parse_create(request.headers, self.settings.base_path)
         spec = parsed.with_body(await self._body(request), self.response_budget)
+        spec = replace(spec, retention=self._retention_for(path, spec))
         location = self._location(request, path)
 
         outcome = await self.call_store(self.store.create, path, spec)
@@ -155,6 +157,15 @@ class StreamEndpoints:
             await self._changed(path)
 
         return r.create_response(outcome, location)
+
+    def _retention_for(self, path: str, spec: CreateSpec) -> RetentionPolicy | None:
+        """The policy a create asked for, else its prefix's default (compaction only for a
+        JSON stream: a default never makes a create of another type fail)."""
+        policy = policy_for(path, spec.retention, self.settings.retention_defaults)
+        defaulted = policy is not None and policy.compact and spec.retention is None
+        if defaulted and spec.content_type is not None and not is_json(spec.content_type):
+            return None
+        return policy
 
     def fork_source(self, request: Request) -> str | None:
         """The path of the stream a create forks from (None: not a fork); 400 when the

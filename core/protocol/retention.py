@@ -1,6 +1,7 @@
 """Retention policies: what a stream keeps, and where a retention run may cut it.
 
-A stream is created with at most one policy (`Stream-Retention`, or the deployment's default
+A stream is created with at most one policy (`Stream-Retention: max-age=86400; max-bytes=N`
+or `Stream-Retention: compact`, or the deployment's default
 for its path prefix): keep data younger than `max-age` seconds and/or the newest `max-bytes`
 bytes, or `compact`: fold a JSON stream's State Protocol history into a snapshot. Retention
 drops whole sealed segments only, so a cut always falls where a segment ends; the hot tail
@@ -17,7 +18,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .errors import bad_request, quoted
+from .errors import ProtocolError, bad_request, quoted
 from .headers import STREAM_RETENTION
 
 _DIRECTIVE = re.compile(r"(max-age|max-bytes)=([1-9][0-9]{0,15})")
@@ -47,14 +48,15 @@ class RetentionPolicy:
             parts.append(f"max-age={self.max_age}")
         if self.max_bytes is not None:
             parts.append(f"max-bytes={self.max_bytes}")
-        return ", ".join(parts)
+        return "; ".join(parts)
 
 
 def parse_retention(value: str | None) -> RetentionPolicy | None:
     """A `Stream-Retention` value; None when absent; 400 for anything malformed."""
     if value is None:
         return None
-    directives = [part.strip() for part in value.split(",")]
+    # `;` between directives: a protocol header's value holds no comma (`single_value`).
+    directives = [part.strip() for part in value.split(";")]
     if directives == [COMPACT]:
         return RetentionPolicy(compact=True)
     found: dict[str, int] = {}
@@ -63,7 +65,7 @@ def parse_retention(value: str | None) -> RetentionPolicy | None:
         if match is None:
             raise bad_request(
                 f"malformed {STREAM_RETENTION}: {quoted(value)} (expected max-age=SECONDS "
-                "and/or max-bytes=BYTES, or compact)"
+                "and/or max-bytes=BYTES, separated by ';', or compact)"
             )
         if match.group(1) in found:
             raise bad_request(f"{STREAM_RETENTION} names {match.group(1)} twice")
@@ -77,14 +79,18 @@ def stored_policy(value: str | None) -> RetentionPolicy | None:
 
 
 def parse_prefix_defaults(value: str) -> tuple[tuple[str, RetentionPolicy], ...]:
-    """`DS_RETENTION_DEFAULTS`: `prefix=policy` entries separated by `;`, e.g.
-    `logs/=max-age=604800; state/=compact`. The longest matching prefix wins."""
+    """`DS_RETENTION_DEFAULTS`: `prefix=policy` entries separated by `,`, e.g.
+    `logs/=max-age=604800; max-bytes=1073741824, state/=compact`. The longest matching
+    prefix wins."""
     entries = []
-    for entry in filter(None, (part.strip() for part in value.split(";"))):
+    for entry in filter(None, (part.strip() for part in value.split(","))):
         prefix, sep, policy = entry.partition("=")
-        parsed = parse_retention(policy.strip()) if sep else None
+        try:
+            parsed = parse_retention(policy.strip()) if sep else None
+        except ProtocolError as exc:
+            raise ValueError(f"{entry!r}: {exc.message}") from None
         if parsed is None:
-            raise ValueError(f"DS_RETENTION_DEFAULTS: expected prefix=policy, got {entry!r}")
+            raise ValueError(f"expected prefix=policy, got {entry!r}")
         entries.append((prefix.strip(), parsed))
     return tuple(sorted(entries, key=lambda entry: -len(entry[0])))
 

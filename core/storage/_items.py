@@ -302,14 +302,14 @@ def decode_snapshot(value: Item | None) -> Snapshot | None:
 
 
 def encode_retained(retained: Retained) -> Item:
-    item: Item = {"rf": n(retained.start)}
+    item: Item = {"rf": n(retained.start), "rft": n(retained.since)}
     if retained.snapshot is not None:
         item["snap"] = encode_snapshot(retained.snapshot)
     return item
 
 
 def decode_retained(item: Item) -> Retained:
-    return Retained(_int(item, "rf"), decode_snapshot(item.get("snap")))
+    return Retained(_int(item, "rf"), decode_snapshot(item.get("snap")), _num(item, "rft") or 0.0)
 
 
 def encode_cut(cut: PendingCut) -> Item:

@@ -130,13 +130,18 @@ def _covered(items: Sequence[Stored]) -> list[Stored]:
 
 def _contiguous(cover: list[Stored], origin: int) -> list[Stored]:
     """The items that join up from `origin`; anything after a gap (which no committed
-    stream has) is left alone."""
+    stream has) is left alone. The first may begin before `origin`: where retention cut a
+    stream, the items below are removed, and a segment may straddle the cut."""
     joined: list[Stored] = []
     position = origin
     voids = [item for item in cover if item.void]
     for item in cover:
         if item.end <= position:
-            continue  # a void inside another void already passed
+            continue  # a void inside another void already passed; or retained no more
+        if not joined and item.start < position:
+            joined.append(item)
+            position = item.end
+            continue
         if item.start != position:
             # Voids may overlap (a reader voided a gap, then a writer its own range inside
             # it): one that covers the position, wherever it sorts, continues the run.

@@ -43,6 +43,7 @@ class Retained:
 
     start: int = 0
     snapshot: Snapshot | None = None
+    since: float = 0.0  # when the cut that made it took effect (0: none yet)
 
     @property
     def earliest_offset(self) -> str:

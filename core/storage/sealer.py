@@ -194,7 +194,8 @@ class Sealer:
         for _ in range(_MAX_RUNS):
             decided = plan(
                 list(self._stored(info.incarnation)),
-                info.fork_position,
+                # Where retention left the stream's own data (items below go, `retention`).
+                max(info.fork_position, info.retained.start),
                 info.tail,
                 info.closed,
                 self.policy,
@@ -322,6 +323,8 @@ class Sealer:
                 "st": items.n(start),
                 "k": items.s(key),
                 "pg": {"B": built.directory},
+                # When: its data is at least this old, which retention by age goes by.
+                "t": items.n(self.store.clock()),
             },
             ConditionExpression=condition,
             ExpressionAttributeNames=names,

@@ -1,0 +1,128 @@
+"""State Protocol compaction: folding a JSON stream's change messages into a snapshot.
+
+The State Protocol (`@durable-streams/state`) writes change messages, `{"type", "key", "value",
+"headers": {"operation": "insert" | "update" | "delete", ...}}`, and control messages,
+`{"headers": {"control": "snapshot-start" | "snapshot-end" | "reset"}}`. Folding a history
+keeps, for each `type`/`key` still present at its end, the latest row: an insert or update
+sets it (an update replaces the row, as the State Protocol's materializers do), a delete
+removes it, a reset removes every row; the snapshot markers carry no rows. The snapshot of the
+fold is `snapshot-start`, one `insert` per row in the order rows were first inserted, and
+`snapshot-end`: what a reader that folds it gets is what it would have got from the history.
+
+A history holding anything else (a message that is not a JSON object, or one that is neither
+a change nor a control message) is not folded: the stream is refused compaction, with the
+reason, and keeps every message as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+OPERATIONS = frozenset({"insert", "update", "delete"})
+CONTROLS = frozenset({"snapshot-start", "snapshot-end", "reset"})
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a history cannot be folded, and where (the index of the message)."""
+
+    index: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"message {self.index}: {self.reason}"
+
+
+@dataclass
+class StateFold:
+    """The rows a history leaves, by (type, key), in the order they were inserted."""
+
+    rows: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    messages: int = 0  # messages folded so far
+
+    def apply(self, raw: bytes) -> Refusal | None:
+        """Fold one message; a Refusal (and nothing changed) when it is not one this fold
+        understands."""
+        index = self.messages
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            return Refusal(index, "not JSON")
+        refusal = _check(message, index)
+        if refusal is not None:
+            return refusal
+        self.messages += 1
+        headers = message["headers"]
+        control = headers.get("control")
+        if control is not None:
+            if control == "reset":
+                self.rows.clear()
+            return None
+        row_key = (message["type"], message["key"])
+        if headers["operation"] == "delete":
+            self.rows.pop(row_key, None)
+            return None
+        self.rows[row_key] = message
+        return None
+
+    def fold(self, history: Iterable[bytes]) -> Refusal | None:
+        for raw in history:
+            refusal = self.apply(raw)
+            if refusal is not None:
+                return refusal
+        return None
+
+    def snapshot(self) -> tuple[bytes, ...]:
+        """The snapshot of the rows: `snapshot-start`, one insert per row, `snapshot-end`."""
+        inserts = (_encode(_as_insert(message)) for message in self.rows.values())
+        return (
+            _encode({"headers": {"control": "snapshot-start"}}),
+            *inserts,
+            _encode({"headers": {"control": "snapshot-end"}}),
+        )
+
+    def state(self) -> dict[tuple[str, str], Any]:
+        """Each row's value (what a reader materializes)."""
+        return {row_key: message.get("value") for row_key, message in self.rows.items()}
+
+
+def _check(message: Any, index: int) -> Refusal | None:
+    if not isinstance(message, dict):
+        return Refusal(index, "not a JSON object")
+    headers = message.get("headers")
+    if not isinstance(headers, dict):
+        return Refusal(index, "no headers object: not a State Protocol message")
+    control = headers.get("control")
+    if control is not None:
+        if control not in CONTROLS:
+            return Refusal(index, f"unknown control message {str(control)[:40]!r}")
+        return None
+    operation = headers.get("operation")
+    if operation not in OPERATIONS:
+        return Refusal(index, "neither a change nor a control message")
+    if not isinstance(message.get("type"), str) or not isinstance(message.get("key"), str):
+        return Refusal(index, "a change message needs a string type and key")
+    if operation != "delete" and "value" not in message:
+        return Refusal(index, f"an {operation} needs a value")
+    return None
+
+
+def _as_insert(message: dict[str, Any]) -> dict[str, Any]:
+    """The row's latest change as an insert: its headers (txid, timestamp...) kept, the
+    operation made insert, the previous value dropped."""
+    headers = {**message["headers"], "operation": "insert"}
+    row = {name: value for name, value in message.items() if name != "old_value"}
+    return {**row, "headers": headers}
+
+
+def _encode(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def fold_state(history: Iterable[bytes]) -> tuple[StateFold, Refusal | None]:
+    """Fold a whole history (for tests and tools): the fold, and a Refusal if it stopped."""
+    fold = StateFold()
+    return fold, fold.fold(history)
