@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
@@ -15,6 +15,9 @@ from .storage import DynamoStore, SealPolicy
 from .storage.aws import AwsSettings, make_clients
 from .storage.bootstrap import ensure_bucket, ensure_table
 from .telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from .storage.retention import RetentionRun
 
 EMULATOR_REGION = "us-east-1"
 # What a sealed page leaves of a read response: the JSON array's brackets, and some room.
@@ -48,6 +51,19 @@ def seal_policy(settings: Settings) -> SealPolicy:
         "page_bytes": settings.seal_page_bytes or max(64, settings.max_read_bytes - _PAGE_ROOM),
     }
     return SealPolicy(**{name: value for name, value in given.items() if value is not None})
+
+
+def retention_run(store: DynamoStore, settings: Settings) -> RetentionRun:
+    """The retention and compaction run the settings describe: cuts announced as long ahead as
+    a cache may keep a read, snapshots no larger than a response may be."""
+    from .storage.retention import RetentionRun  # only the functions that run it load it
+
+    return RetentionRun(
+        store,
+        delay=settings.retention_delay_seconds,
+        compaction_min_bytes=settings.compaction_min_bytes,
+        max_snapshot_bytes=settings.max_response_bytes,
+    )
 
 
 def build_backend(

@@ -15,9 +15,14 @@ from starlette.types import ASGIApp
 from .config import Settings
 from .http.middleware import RequestActivity
 from .pause_trace import PauseTrace
-from .runtime import seal_policy
+from .runtime import retention_run, seal_policy
 from .storage import Collector, DynamoStore, Sealer
-from .storage.background import BackgroundCollector, BackgroundSealer, QuietWait
+from .storage.background import (
+    BackgroundCollector,
+    BackgroundSealer,
+    BackgroundSweep,
+    QuietWait,
+)
 from .storage.lockstep import Lockstep
 from .storage.sealer import DELETE_THREADS
 
@@ -35,12 +40,13 @@ class Serving:
     asgi: ASGIApp  # what uvicorn runs
     sealing: BackgroundSealer | None  # started; None when DS_SEAL_INTERVAL is 0
     collecting: BackgroundCollector | None = None  # started; None when DS_COLLECT_INTERVAL is 0
+    retaining: BackgroundSweep | None = None  # started; None when DS_RETENTION_INTERVAL is 0
     # What the embedded emulator calls before each turn at its lock (`Emulator.pace`): the
     # sweeps take turns with the requests. None without the embedded emulator or sweeps.
     lockstep: Lockstep | None = None
 
     def stop(self) -> None:
-        for sweep in (self.sealing, self.collecting):
+        for sweep in (self.sealing, self.collecting, self.retaining):
             if sweep is not None:
                 sweep.stop()
 
@@ -69,7 +75,8 @@ def prepare(
         app = trace.around(app)
         listener = trace.sweep
     quiet = lockstep = None
-    if embedded and (settings.seal_interval > 0 or settings.collect_interval > 0):
+    intervals = (settings.seal_interval, settings.collect_interval, settings.retention_interval)
+    if embedded and any(interval > 0 for interval in intervals):
         activity = RequestActivity()
         quiet = QuietWait(activity.idle_for)
         lockstep = Lockstep(activity)
@@ -102,7 +109,18 @@ def prepare(
             listener=listener,
             lockstep=lockstep,
         ).start()
-    return Serving(app, sealing, collecting, lockstep)
+    retaining = None
+    if settings.retention_interval > 0:
+        retaining = BackgroundSweep(
+            "retention",
+            retention_run(store, settings).run,
+            settings.retention_interval,
+            quiet,
+            after=compact,
+            listener=listener,
+            lockstep=lockstep,
+        ).start()
+    return Serving(app, sealing, collecting, retaining=retaining, lockstep=lockstep)
 
 
 def exit_on_termination() -> None:

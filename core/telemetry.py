@@ -51,6 +51,14 @@ class Metric(Enum):
     BYTES_SEALED = "BytesSealed"
     SEAL_RACES_LOST = "SealRacesLost"
     SEAL_FAILURES = "SealFailures"  # streams left marked for the next run after an error
+    # Retention runs (`functions/sealer.py`, {"job": "retention"}).
+    RETENTION_CUTS = "RetentionCuts"  # cuts announced (retention or compaction)
+    BYTES_DROPPED = "BytesDropped"  # history below the retention cuts announced
+    STREAMS_COMPACTED = "StreamsCompacted"
+    BYTES_COMPACTED = "BytesCompacted"  # history folded into the snapshots announced
+    SNAPSHOT_BYTES = "SnapshotBytes"  # ... and what those snapshots weigh
+    COMPACTIONS_REFUSED = "CompactionsRefused"  # histories that are not State Protocol
+    RETENTION_FAILURES = "RetentionFailures"  # streams left for the next run after an error
     # The collector's runs (`functions/gc.py`).
     STREAMS_REAPED = "StreamsReaped"
     INCARNATIONS_COLLECTED = "IncarnationsCollected"
@@ -69,6 +77,9 @@ class Metric(Enum):
 UNITS: Mapping[Metric, Unit] = {
     Metric.BYTES_APPENDED: Unit.BYTES,
     Metric.BYTES_SEALED: Unit.BYTES,
+    Metric.BYTES_DROPPED: Unit.BYTES,
+    Metric.BYTES_COMPACTED: Unit.BYTES,
+    Metric.SNAPSHOT_BYTES: Unit.BYTES,
     Metric.BYTES_DEDUPLICATED: Unit.BYTES,
     Metric.OLDEST_PENDING_WAKE_AGE: Unit.SECONDS,
     Metric.OLDEST_SEAL_MARK_AGE: Unit.SECONDS,
