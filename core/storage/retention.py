@@ -90,11 +90,14 @@ class RetentionRun:
         self.retire_grace = retire_grace
         self.compaction_min_bytes = compaction_min_bytes
         self.max_snapshot_bytes = max_snapshot_bytes
-        self.clock = clock or store.clock
+        self._clock = clock
         self.dynamodb = store.dynamodb
         self.s3 = store.s3
         self.table = store.table
         self.bucket = store.bucket
+
+    def clock(self) -> float:
+        return (self._clock or self.store.clock)()
 
     # ------------------------------------------------------------------ which streams
 

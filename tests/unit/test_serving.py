@@ -46,9 +46,14 @@ def _prepare(
     interval: float = 3600,
     collect_interval: float = 3600,
     compact: Any = None,
+    retention_interval: float | None = None,
 ) -> Serving:
     store = SimpleNamespace(dynamodb=None, s3=None, table="t", bucket="b")  # no sweep runs
-    settings = Settings(seal_interval=interval, collect_interval=collect_interval)
+    settings = Settings(
+        seal_interval=interval,
+        collect_interval=collect_interval,
+        retention_interval=collect_interval if retention_interval is None else retention_interval,
+    )
     serving = prepare(_app, settings, store, embedded, compact)  # type: ignore[arg-type]
     made.append(serving)
     return serving
@@ -103,6 +108,17 @@ def test_no_sealer_when_sealing_is_off(prepared: list[Serving]) -> None:
     assert serving.sealing is None and serving.collecting is not None
     serving = _prepare(prepared, embedded=True, interval=0, collect_interval=0)
     assert serving.sealing is None and serving.collecting is None and serving.asgi is _app
+    assert serving.retaining is None
+
+
+def test_retention_runs_beside_the_sealer_taking_turns_with_requests(
+    prepared: list[Serving],
+) -> None:
+    serving = _prepare(
+        prepared, embedded=True, interval=0, collect_interval=0, retention_interval=5
+    )
+    assert serving.retaining is not None and serving.retaining.interval == 5
+    assert serving.retaining.lockstep is serving.lockstep is not None
 
 
 def test_the_collector_sweeps_beside_the_sealer_and_compacts_after_it_removed_something(
