@@ -59,10 +59,11 @@ def parse_completion(document: dict[str, Any]) -> Completion:
     return Completion(done, acks)
 
 
-def _position(offset: str) -> tuple[int, bool]:
-    """The byte position an acked offset names, and whether it names it exactly (`_i`)."""
+def _position(offset: str) -> tuple[int, bool, bool]:
+    """The byte position an acked offset names, whether it names it exactly (`_i`), and
+    whether it is a compacted stream's snapshot of the history below it (`_s`)."""
     try:
         parsed = parse_offset(offset)
     except ProtocolError as exc:
         raise invalid(exc.message) from exc
-    return parsed.at, parsed.exact
+    return parsed.at, parsed.exact, parsed.snapshot

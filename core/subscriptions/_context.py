@@ -4,7 +4,7 @@ few reads and rules more than one part makes."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +13,7 @@ from ._glob import glob_matches, literal_prefix
 from .errors import SubscriptionError
 from .model import LinkStatus, Subscription
 from .ports import Keys, StreamPort, WebhookPost
-from .rules import link_statuses
+from .rules import link_statuses, resumes
 from .store import SubscriptionStore
 from .tasks import Scheduler
 
@@ -48,8 +48,33 @@ class Context:
         return subscription
 
     def statuses(self, subscription: Subscription) -> tuple[LinkStatus, ...]:
+        """Each link against its stream, those whose acked position is no longer retained
+        already at the stream's earliest retained offset (the move `write` records)."""
         links = self.store.links(subscription)
-        return link_statuses(links, self.store.tails(link.path for link in links))
+        tails = self.store.tails(link.path for link in links)
+        return link_statuses(links, tails, self.clock())
+
+    def write(
+        self, subscription: Subscription, read_version: int, statuses: Sequence[LinkStatus]
+    ) -> Subscription:
+        """Write `subscription` over the version read (Conflict if anyone wrote since), and in
+        the same transaction record the moves up to the earliest retained offset that
+        `statuses` decided."""
+        moves = resumes(statuses)
+        if not moves:
+            return self.store.replace(subscription, read_version)
+        incarnations = {status.link.path: status.incarnation for status in statuses}
+        written = self.store.replace_with_acks(subscription, read_version, moves, incarnations)
+        for move in moves:
+            assert move.skipped is not None
+            logger.info(
+                "subscription %s: %s resumes at %s, the earliest retained offset (acked %s)",
+                subscription.id,
+                move.path,
+                move.skipped.to_offset,
+                move.skipped.from_offset,
+            )
+        return written
 
     def streams_matching(self, pattern: str) -> list[str]:
         """Every existing stream the pattern names, listed from its literal prefix."""

@@ -94,8 +94,15 @@ class Control:
         after_commit(self.context.scheduler.send, task, REGISTRY_MAX_AGE + 1)
 
     def describe(self, subscription_id: str) -> tuple[Subscription, tuple[LinkStatus, ...]]:
+        """The subscription and its links. Links whose acked position is no longer retained
+        are shown at the earliest retained offset, and the move is recorded now if no write
+        races it (otherwise by the next wake, which moves them all the same)."""
         subscription = self.context.existing(subscription_id)
-        return subscription, self.context.statuses(subscription)
+        statuses = self.context.statuses(subscription)
+        if any(status.resuming for status in statuses):
+            with contextlib.suppress(Conflict):
+                subscription = self.context.write(subscription, subscription.version, statuses)
+        return subscription, statuses
 
     def remove(self, subscription_id: str) -> None:
         def attempt() -> Subscription:

@@ -20,7 +20,7 @@ from ._issuing import WakeIssuer
 from ._linking import Linker
 from ._retry import WriteContention, retry_on_conflict
 from ._tokens import WakeToken
-from .model import Ack, Delivery, Link, Subscription, Wake
+from .model import Ack, Delivery, Link, Subscription, Wake, offset_order
 from .ports import Sent
 from .rules import cleared, is_idle, lease_expired, retry_delay
 from .tasks import Task, TaskKind
@@ -322,4 +322,5 @@ def _moves(link: Link | None, ack: Ack, incarnations: dict[str, str | None]) -> 
     """Whether `ack` still moves `link`'s cursor forward (or into a new incarnation)."""
     if link is None:
         return False
-    return link.incarnation != incarnations.get(ack.path) or link.acked < ack.position
+    acked = offset_order(link.acked, link.acked_snapshot)
+    return link.incarnation != incarnations.get(ack.path) or acked < ack.order

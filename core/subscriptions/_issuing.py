@@ -35,9 +35,10 @@ class WakeIssuer:
                 return None
             statuses = self.context.statuses(current)
             if not any(status.has_pending for status in statuses):
-                if current.wake is not None:  # an expired lease: clear it
+                # An expired lease is cleared, and links no longer retained moved up.
+                if current.wake is not None or any(status.resuming for status in statuses):
                     with contextlib.suppress(Conflict):
-                        store.replace(cleared(current), current.version)
+                        self.context.write(cleared(current), current.version, statuses)
                 return None
             woken = new_wake(current, statuses, now, holder=None)
             delay = max(0.0, current.next_attempt_at - now)
@@ -46,7 +47,7 @@ class WakeIssuer:
                 wake = replace(woken.wake, lease_expires_at=woken.wake.lease_expires_at + delay)
                 woken = replace(woken, wake=wake)
             try:
-                return store.replace(woken, current.version), statuses, delay
+                return self.context.write(woken, current.version, statuses), statuses, delay
             except Conflict:
                 latest = store.get(current.id)
                 if latest is None:

@@ -81,7 +81,7 @@ class WakeRequests:
             current = check_current(subscription, fence.generation, fence.wake_id, clock())
             links = store.links(subscription)
             tails = store.tails(link.path for link in links)
-            statuses = link_statuses(links, tails)
+            statuses = link_statuses(links, tails, clock())
             forward = check_acks(completion.acks, statuses, current.streams)
             after = cleared(subscription) if completion.done else extended(subscription, clock())
             # A valid callback shows the receiver has the wake: no failure stands any more.
@@ -132,7 +132,7 @@ class WakeRequests:
                 after = claimed(subscription, worker, now)
                 assert after.wake is not None
                 after = replace(after, wake=replace(after.wake, streams=pending.streams))
-            return self.context.store.replace(after, subscription.version)
+            return self.context.write(after, subscription.version, statuses)
 
         written = retry_on_conflict(attempt)
         after_commit(self.issuer.schedule_expiry, written)

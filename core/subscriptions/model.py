@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import Enum
+
+from ..protocol.offsets import format_offset, format_snapshot_offset
+from ..storage.model import Retained
 
 
 class Delivery(Enum):
@@ -40,17 +44,42 @@ class WakeStream:
     tail: int
     incarnation: str | None  # of the stream at the snapshot: an ack applies to it only
     acked_exact: bool = False  # acked at an offset cut inside an append (named with `_i`)
+    acked_snapshot: bool = False  # at a compacted stream's snapshot (see `Link`)
 
     def report(self) -> dict[str, object]:
-        from ..protocol.offsets import format_offset
-
         return {
             "path": self.path,
             "link_type": self.link_type,
-            "acked_offset": format_offset(self.acked, self.acked_exact),
+            "acked_offset": offset_token(self.acked, self.acked_exact, self.acked_snapshot),
             "tail_offset": format_offset(self.tail),
-            "has_pending": self.tail > self.acked,
+            "has_pending": self.tail > self.acked or self.acked_snapshot,
         }
+
+
+def offset_token(position: int, exact: bool = False, snapshot: bool = False) -> str:
+    """The token of an acked position: plain, cut inside an append (`_i`), or the snapshot a
+    compaction folded the history below `position` into (`_s`)."""
+    return format_snapshot_offset(position) if snapshot else format_offset(position, exact)
+
+
+def _iso(timestamp: float) -> str:
+    moment = datetime.fromtimestamp(timestamp, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A link moved up to its stream's earliest retained offset: the offset it had acked was
+    no longer retained (a retention run dropped it, or a compaction folded it into a
+    snapshot). Recorded on the link, for the subscription's description."""
+
+    from_offset: str  # the acked offset that was gone
+    to_offset: str  # the earliest retained offset, where the link resumed
+    at: float  # when it was moved (Unix seconds)
+    incarnation: str | None  # of the stream it was moved in: shown while that one lives
+
+    def report(self) -> dict[str, object]:
+        return {"from": self.from_offset, "to": self.to_offset, "at": _iso(self.at)}
 
 
 @dataclass(frozen=True)
@@ -108,6 +137,10 @@ class Link:
     # Acked at an offset cut inside an append: it names that byte exactly (`_i`), and a
     # worker that resumes there must not start again at the append's start.
     acked_exact: bool = False
+    # At a compacted stream's snapshot of its history below `acked` (`_s`): the snapshot is
+    # still to be read, then the data from `acked` on.
+    acked_snapshot: bool = False
+    skipped: Skip | None = None  # the last time retention moved it up
 
     @property
     def link_type(self) -> LinkType:
@@ -116,10 +149,12 @@ class Link:
 
 @dataclass(frozen=True)
 class StreamTail:
-    """A linked stream's tail as last read: None when the stream is absent."""
+    """A linked stream's tail as last read: None when the stream is absent. `retained`: where
+    its retained data starts (`StreamInfo.retained_now`)."""
 
     incarnation: str | None
     tail: int
+    retained: Retained = field(default_factory=Retained)
 
 
 @dataclass(frozen=True)
@@ -129,26 +164,36 @@ class LinkStatus:
     tail: int
     incarnation: str | None = None  # the stream's current one (None: absent)
     acked_exact: bool = False  # see `Link.acked_exact`
+    acked_snapshot: bool = False  # see `Link.acked_snapshot`
+    skipped: Skip | None = None  # the link's last move up to the earliest retained offset
+    # That move is decided (`acked` is already where it resumes) and not yet recorded.
+    resuming: bool = False
 
     def snapshot(self) -> WakeStream:
         kind = self.link.link_type.value
         return WakeStream(
-            self.link.path, kind, self.acked, self.tail, self.incarnation, self.acked_exact
+            self.link.path,
+            kind,
+            self.acked,
+            self.tail,
+            self.incarnation,
+            self.acked_exact,
+            self.acked_snapshot,
         )
 
     @property
     def has_pending(self) -> bool:
-        return self.tail > self.acked
+        return self.tail > self.acked or self.acked_snapshot
 
 
 def stream_report(status: LinkStatus) -> dict[str, object]:
-    """A linked stream as GET describes it."""
-    from ..protocol.offsets import format_offset
-
+    """A linked stream as GET describes it; `skipped`: where it last resumed at the
+    stream's earliest retained offset, having acked one no longer retained (null: never)."""
     return {
         "path": status.link.path,
         "link_type": status.link.link_type.value,
-        "acked_offset": format_offset(status.acked, status.acked_exact),
+        "acked_offset": offset_token(status.acked, status.acked_exact, status.acked_snapshot),
+        "skipped": status.skipped.report() if status.skipped is not None else None,
     }
 
 
@@ -157,6 +202,18 @@ class Ack:
     path: str
     position: int
     exact: bool = False  # an offset cut inside an append (`_i`)
+    snapshot: bool = False  # a compacted stream's snapshot of the history below `position`
+    skipped: Skip | None = None  # a move up to the earliest retained offset, to record
+
+    @property
+    def order(self) -> tuple[int, int]:
+        return offset_order(self.position, self.snapshot)
+
+
+def offset_order(position: int, snapshot: bool = False) -> tuple[int, int]:
+    """How acked offsets compare: by position, a snapshot's token just before its position's
+    own (as the tokens sort)."""
+    return position, 0 if snapshot else 1
 
 
 @dataclass(frozen=True)

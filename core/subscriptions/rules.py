@@ -12,8 +12,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from ..storage.model import Retained
 from .errors import SubscriptionError, invalid
-from .model import Ack, Link, LinkStatus, StreamTail, Subscription, Wake, WakeStream
+from .model import (
+    Ack,
+    Link,
+    LinkStatus,
+    Skip,
+    StreamTail,
+    Subscription,
+    Wake,
+    WakeStream,
+    offset_order,
+    offset_token,
+)
 
 # A wake names at most this many streams (the rest stay pending for the next wake), which
 # keeps the subscription item far below DynamoDB's 400 KB.
@@ -27,17 +39,66 @@ MAX_RETRY_SECONDS = 60.0
 RETRY_JITTER = 0.2
 
 
-def link_statuses(links: Iterable[Link], tails: Mapping[str, StreamTail]) -> tuple[LinkStatus, ...]:
+def link_statuses(
+    links: Iterable[Link], tails: Mapping[str, StreamTail], now: float = 0.0
+) -> tuple[LinkStatus, ...]:
     """Each link against its stream's tail. An ack recorded for another incarnation of the
-    path (the stream was deleted and created again) counts as nothing acked."""
+    path (the stream was deleted and created again) counts as nothing acked. A link whose
+    acked position is below the stream's retained start resumes at the earliest retained
+    offset (`resumed_at_earliest`, decided at `now`)."""
     statuses = []
     for link in links:
         tail = tails.get(link.path, StreamTail(None, 0))
         same = link.incarnation is None or link.incarnation == tail.incarnation
         acked = min(link.acked, tail.tail) if same else 0
         exact = link.acked_exact and acked == link.acked
-        statuses.append(LinkStatus(link, acked, tail.tail, tail.incarnation, exact))
+        snapshot = same and link.acked_snapshot and acked == link.acked
+        skipped = link.skipped
+        if skipped is not None and skipped.incarnation != tail.incarnation:
+            skipped = None  # a move made in an incarnation since deleted
+        status = LinkStatus(
+            link, acked, tail.tail, tail.incarnation, exact, snapshot, skipped=skipped
+        )
+        statuses.append(resumed_at_earliest(status, tail.retained, now))
     return tuple(sorted(statuses, key=lambda status: status.link.path))
+
+
+def resumed_at_earliest(status: LinkStatus, retained: Retained, now: float) -> LinkStatus:
+    """The link as it resumes when its acked position is no longer retained: at the stream's
+    earliest retained offset (a compacted stream's snapshot, or where its retained data
+    starts), with the move to record (`resuming`). Otherwise the link as it is."""
+    if status.incarnation is None or status.acked >= retained.start:
+        return status
+    if retained.snapshot is not None:
+        position, snapshot = retained.snapshot.at, True
+    else:
+        position, snapshot = retained.start, False
+    skip = Skip(
+        offset_token(status.acked, status.acked_exact, status.acked_snapshot),
+        offset_token(position, snapshot=snapshot),
+        now,
+        status.incarnation,
+    )
+    return replace(
+        status,
+        acked=position,
+        acked_exact=False,
+        acked_snapshot=snapshot,
+        skipped=skip,
+        resuming=True,
+    )
+
+
+def resumes(statuses: Iterable[LinkStatus]) -> tuple[Ack, ...]:
+    """The moves up to the earliest retained offset that are decided and not yet recorded,
+    as acks that record them (as many as one transaction with the subscription's write
+    takes; the rest are recorded by a later write, and resume meanwhile all the same)."""
+    moves = [
+        Ack(s.link.path, s.acked, False, s.acked_snapshot, s.skipped)
+        for s in statuses
+        if s.resuming
+    ]
+    return tuple(moves[:MAX_ACKS])
 
 
 def lease_expired(wake: Wake | None, now: float) -> bool:
@@ -177,7 +238,8 @@ def check_acks(
         if ack.position > status.tail:
             raise _invalid_offset(f"offset for {ack.path!r} is past the stream's tail")
         best = forward.get(ack.path)
-        if ack.position > status.acked and (best is None or ack.position > best.position):
+        acked = offset_order(status.acked, status.acked_snapshot)
+        if ack.order > acked and (best is None or ack.order > best.order):
             forward[ack.path] = ack
     return tuple(forward.values())
 

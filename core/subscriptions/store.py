@@ -3,7 +3,8 @@
   sub#      / <id>    a subscription: its configuration, wake, lease and retry state, and a
                       version that every write checks and bumps (the optimistic fence)
   sl#<inc>  / <path>  one linked stream of incarnation <inc> of a subscription: link kinds
-                      and the acked position (with the stream incarnation it refers to)
+                      and the acked position (with the stream incarnation it refers to), and
+                      its last move up to the stream's earliest retained offset (`skip`)
 
 Every subscription sits in one partition, so the append path and the delivery worker read
 them all with one Query.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from typing import Any
 
 from ..storage import table as items
@@ -24,6 +25,7 @@ from .model import (
     Ack,
     Delivery,
     Link,
+    Skip,
     StreamTail,
     Subscription,
     SubscriptionConfig,
@@ -140,24 +142,40 @@ class SubscriptionStore:
         written = _bumped(subscription, read_version)
         actions: list[dict[str, Any]] = [{"Put": self._put_over(written, read_version)}]
         for ack in acks:
-            update: dict[str, Any] = {
-                "TableName": self.table,
-                "Key": _link_key(subscription, ack.path),
-                "UpdateExpression": "SET #acked = :at, #linc = :inc, #ackx = :exact",
-                "ConditionExpression": (
-                    "attribute_exists(pk) AND "
-                    "(attribute_not_exists(#acked) OR #acked < :at OR #linc <> :inc)"
-                ),
-                "ExpressionAttributeNames": {"#acked": "acked", "#linc": "linc", "#ackx": "ackx"},
-                "ExpressionAttributeValues": {
-                    ":at": items.n(ack.position),
-                    ":inc": items.s(incarnations.get(ack.path) or ""),
-                    ":exact": {"BOOL": ack.exact},
-                },
-            }
-            actions.append({"Update": update})
+            actions.append({"Update": self._ack_update(subscription, ack, incarnations)})
         call(self.dynamodb.transact_write_items, TransactItems=actions)
         return written
+
+    def _ack_update(
+        self, subscription: Subscription, ack: Ack, incarnations: Mapping[str, str | None]
+    ) -> dict[str, Any]:
+        """One cursor's move, only forward: past the acked position, or from a snapshot's
+        token to its position's own (the snapshot was read); with the skip it records, for a
+        move up to the earliest retained offset."""
+        names = {"#acked": "acked", "#linc": "linc", "#ackx": "ackx", "#acks": "acks"}
+        values: dict[str, Any] = {
+            ":at": items.n(ack.position),
+            ":inc": items.s(incarnations.get(ack.path) or ""),
+            ":exact": {"BOOL": ack.exact},
+            ":snap": {"BOOL": ack.snapshot},
+        }
+        forward = "attribute_not_exists(#acked) OR #acked < :at OR #linc <> :inc"
+        if not ack.snapshot:
+            forward += " OR (#acked = :at AND #acks = :snapped)"
+            values[":snapped"] = {"BOOL": True}
+        expression = "SET #acked = :at, #linc = :inc, #ackx = :exact, #acks = :snap"
+        if ack.skipped is not None:
+            expression += ", #skip = :skip"
+            names["#skip"] = "skip"
+            values[":skip"] = encode_skip(ack.skipped)
+        return {
+            "TableName": self.table,
+            "Key": _link_key(subscription, ack.path),
+            "UpdateExpression": expression,
+            "ConditionExpression": f"attribute_exists(pk) AND ({forward})",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
 
     def _put_over(self, subscription: Subscription, read_version: int) -> dict[str, Any]:
         return {
@@ -254,10 +272,11 @@ class SubscriptionStore:
             for item in self._batch_get(keys):
                 path = item["pk"]["S"].removeprefix(items.STREAM_PREFIX)
                 info = items.decode_stream(path, item)
-                if not info.soft_deleted and not info.is_expired(time.time()):
+                now = time.time()
+                if not info.soft_deleted and not info.is_expired(now):
                     if not info.settled and self.settle is not None:
                         info = self.settle(info)
-                    found[path] = StreamTail(info.incarnation, info.tail)
+                    found[path] = StreamTail(info.incarnation, info.tail, info.retained_now(now))
         return found
 
     def _batch_get(self, keys: list[items.Item]) -> Iterator[items.Item]:
@@ -325,7 +344,7 @@ def decode_subscription(item: items.Item) -> Subscription:
     wake = None
     if "wake" in item:
         raw = json.loads(item["wake"]["S"])
-        raw["streams"] = tuple(WakeStream(**stream) for stream in raw["streams"])
+        raw["streams"] = tuple(WakeStream(**_known(stream)) for stream in raw["streams"])
         wake = Wake(**raw)
     return Subscription(
         id=item["sk"]["S"],
@@ -347,6 +366,15 @@ def decode_subscription(item: items.Item) -> Subscription:
     )
 
 
+def _known(stream: dict[str, Any]) -> dict[str, Any]:
+    """A wake's stream as stored, without fields this version does not know (written by a
+    newer one)."""
+    return {name: value for name, value in stream.items() if name in _WAKE_STREAM_FIELDS}
+
+
+_WAKE_STREAM_FIELDS = frozenset(known.name for known in fields(WakeStream))
+
+
 def decode_link(item: items.Item) -> Link:
     incarnation = item.get("linc", {}).get("S") or None
     return Link(
@@ -356,6 +384,34 @@ def decode_link(item: items.Item) -> Link:
         acked=int(item.get("acked", {}).get("N", "0")),
         incarnation=incarnation,
         acked_exact=bool(item.get("ackx", {}).get("BOOL", False)),
+        acked_snapshot=bool(item.get("acks", {}).get("BOOL", False)),
+        skipped=decode_skip(item.get("skip")),
+    )
+
+
+# A link's `skip`: its last move up to the earliest retained offset (`model.Skip`).
+
+
+def encode_skip(skip: Skip) -> items.Item:
+    value: items.Item = {
+        "from": items.s(skip.from_offset),
+        "to": items.s(skip.to_offset),
+        "at": items.n(skip.at),
+    }
+    if skip.incarnation is not None:
+        value["inc"] = items.s(skip.incarnation)
+    return {"M": value}
+
+
+def decode_skip(value: items.Item | None) -> Skip | None:
+    if not value or "M" not in value:
+        return None
+    entry = value["M"]
+    return Skip(
+        from_offset=entry["from"]["S"],
+        to_offset=entry["to"]["S"],
+        at=float(entry["at"]["N"]),
+        incarnation=entry.get("inc", {}).get("S"),
     )
 
 
