@@ -9,6 +9,7 @@ partition is read: only the `Origin` is pickled.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from itertools import pairwise
 from typing import Protocol
@@ -16,6 +17,7 @@ from typing import Protocol
 from durable_streams_aws.client import (
     DurableStream,
     Offset,
+    OffsetGone,
     StreamGone,
     StreamNotFound,
     list_streams,
@@ -23,7 +25,7 @@ from durable_streams_aws.client import (
 from durable_streams_aws.core.protocol.headers import is_json
 from durable_streams_aws.core.protocol.jsonmode import split_messages
 from durable_streams_aws.core.protocol.offsets import format_offset, parse_offset
-from durable_streams_aws.core.storage import ReadBatch
+from durable_streams_aws.core.storage import ReadBatch, StreamInfo
 
 from ._plan import Origin, StreamSlice, StreamState, position
 
@@ -60,7 +62,8 @@ class HttpAccess:
                 info = handle.head()
             except (StreamNotFound, StreamGone):
                 return None
-        return StreamState(info.next_offset.token, info.content_type)
+        earliest = info.earliest_offset.token if info.earliest_offset is not None else None
+        return StreamState(info.next_offset.token, info.content_type, earliest)
 
     def read(self, piece: StreamSlice) -> Iterator[ReadBatch]:
         json_stream = is_json(piece.content_type)
@@ -107,7 +110,7 @@ class StorageAccess:
         info = self.store.get(stream)
         if info is None or info.soft_deleted:
             return None
-        return StreamState(format_offset(info.tail), info.content_type)
+        return StreamState(format_offset(info.tail), info.content_type, _earliest(info))
 
     def read(self, piece: StreamSlice) -> Iterator[ReadBatch]:
         info = self.store.get(piece.stream)
@@ -117,6 +120,14 @@ class StorageAccess:
         if end > info.tail:
             raise StreamNotFound(f"stream {piece.stream!r} was re-created while being read")
         while at < end:
+            earliest = _earliest(info)  # a cut announced may take effect while this reads
+            if earliest is not None and at < info.retained_now(time.time()).start:
+                raise OffsetGone(
+                    f"stream {piece.stream!r}: offset {format_offset(at)} is no longer kept "
+                    f"(the earliest offset kept is {earliest})",
+                    offset=Offset(format_offset(at)),
+                    earliest_offset=Offset(earliest),
+                )
             batch = self.store.read(info, at, min(DIRECT_READ_BYTES, end - at)).before(end)
             if batch.end == at:
                 raise ValueError(f"{piece.stream}: no data between {at} and {end}")
@@ -135,3 +146,10 @@ class StorageAccess:
                 last = boundary
         edges = [piece.start, *(format_offset(cut) for cut in cuts), piece.end]
         return [StreamSlice(piece.stream, lo, hi, piece.content_type) for lo, hi in pairwise(edges)]
+
+
+def _earliest(info: StreamInfo) -> str | None:
+    """The earliest offset a read of the stream may start at, as the server's HEAD names it
+    (None when retention has dropped nothing)."""
+    retained = info.retained_now(time.time())
+    return retained.earliest_offset if retained.dropped else None

@@ -8,16 +8,25 @@ the same range return the same rows.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
-from durable_streams_aws.client import StreamGone, StreamNotFound
+from durable_streams_aws.client import OffsetGone, StreamGone, StreamNotFound
 
 from ._access import access
 from ._json_values import SUPPORTED, parser, unsupported
-from ._plan import DataLoss, OptionError, Origin, ReadOptions, StreamSlice, StreamState
+from ._plan import (
+    DataLoss,
+    OptionError,
+    Origin,
+    ReadOptions,
+    StreamSlice,
+    StreamState,
+    after_gone,
+    log,
+)
 from ._rows import VALUE_FIELD, rows
 
 
@@ -57,12 +66,28 @@ def value_types(schema: StructType) -> tuple[bool, StructType | None]:
 
 
 def read_slice(partition: SlicePartition) -> Iterator[tuple]:
-    """The rows of one stream's range (on an executor)."""
+    """The rows of one stream's range (on an executor). Where retention dropped part of it
+    (410 Gone naming the earliest offset kept), the read fails naming the range lost, or with
+    failOnDataLoss=false reads on from the earliest offset kept, never past the range's end."""
     piece = partition.slice
     parse = parser(partition.value_type) if partition.value_type is not None else None
-    try:
-        for batch in access(partition.origin).read(piece):
-            yield from rows(piece.stream, piece.content_type, batch, partition.as_text, parse)
-    except (StreamNotFound, StreamGone) as exc:
-        if partition.fail_on_data_loss:
-            raise DataLoss(f"{exc}; set failOnDataLoss=false to read on without it") from exc
+    origin = access(partition.origin)
+    while True:
+        try:
+            for batch in origin.read(piece):
+                yield from rows(piece.stream, piece.content_type, batch, partition.as_text, parse)
+            return
+        except OffsetGone as exc:
+            asked = exc.offset.token if exc.offset is not None else piece.start
+            earliest = exc.earliest_offset.token if exc.earliest_offset is not None else None
+            skipped = after_gone(
+                piece.stream, asked, earliest, piece.end, partition.fail_on_data_loss
+            )
+            log.warning("%s", skipped)
+            if skipped.resume is None:
+                return
+            piece = replace(piece, start=skipped.resume)
+        except (StreamNotFound, StreamGone) as exc:
+            if partition.fail_on_data_loss:
+                raise DataLoss(f"{exc}; set failOnDataLoss=false to read on without it") from exc
+            return

@@ -4,17 +4,20 @@ Spark and from I/O (listings, tails and content types are looked up by the calle
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from urllib.parse import quote
 
 from durable_streams_aws.core.protocol.errors import ProtocolError
-from durable_streams_aws.core.protocol.offsets import format_offset, parse_position
+from durable_streams_aws.core.protocol.offsets import format_offset, parse_offset, parse_position
 
 BEGINNING = "-1"
 FIRST = format_offset(0)  # this server's first offset: nothing lies before it
 EARLIEST = "earliest"
 LATEST = "latest"
+
+log = logging.getLogger("durable_streams_aws.pipeline")
 
 
 class OptionError(ValueError):
@@ -22,8 +25,9 @@ class OptionError(ValueError):
 
 
 class DataLoss(RuntimeError):
-    """A stream being read was deleted, or re-created shorter than where the read stands: what
-    the read had not reached yet is gone (`failOnDataLoss=false` reads on without it)."""
+    """A stream being read was deleted, or re-created shorter than where the read stands, or
+    its retention policy dropped data the read had not reached yet: that data is gone
+    (`failOnDataLoss=false` reads on without it)."""
 
 
 @dataclass(frozen=True)
@@ -167,10 +171,13 @@ def position(token: str) -> int:
 
 @dataclass(frozen=True)
 class StreamState:
-    """What planning needs to know of a stream: its tail and content type."""
+    """What planning needs to know of a stream: its tail and content type, and the earliest
+    offset a read may start at when its retention policy has dropped older data (None when
+    nothing was dropped)."""
 
     tail: str
     content_type: str
+    earliest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -188,7 +195,8 @@ def plan_slices(
 ) -> list[StreamSlice]:
     """The non-empty range of each stream, given what was found when planning (None: the
     stream is not there). A stream that was only listed and is gone since is skipped; a named
-    one that is gone, or one shorter than its start, is data loss."""
+    one that is gone, or one shorter than its start, is data loss, and so is a start its
+    retention policy dropped (the beginning is then the earliest offset kept)."""
     slices = []
     for stream in options.streams:
         state = states.get(stream)
@@ -203,6 +211,16 @@ def plan_slices(
         end = state.tail if options.ending is None else options.ending.get(stream, state.tail)
         if position(end) > position(state.tail):
             raise OptionError(f"endingOffsets: stream {stream!r} ends before {end}")
+        if state.earliest is not None:  # retention dropped data before it
+            asked = FIRST if start == BEGINNING else start
+            if start == BEGINNING and not before(end, retained_from(state.earliest)):
+                start = retained_from(state.earliest)  # the beginning kept: nothing is lost
+            elif before(asked, state.earliest):
+                skipped = after_gone(stream, asked, state.earliest, end, options.fail_on_data_loss)
+                log.warning("%s", skipped)
+                if skipped.resume is None:
+                    continue
+                start = skipped.resume
         if position(end) < position(start):
             raise OptionError(f"endingOffsets: stream {stream!r} ends before it starts")
         if position(end) != position(start):
@@ -214,3 +232,86 @@ def lost(options: ReadOptions, what: str) -> None:
     """Data loss: an error, unless the options say to read on without the lost data."""
     if options.fail_on_data_loss:
         raise DataLoss(f"{what}; set failOnDataLoss=false to read on without it")
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """What a read of `stream` skips after a 410 Gone said `asked` is no longer kept (dropped
+    under the stream's retention policy), `earliest` being the earliest offset kept (None: the
+    server did not say). It reads on from `resume`, or (None) has nothing left before its end."""
+
+    stream: str
+    asked: str
+    earliest: str | None
+    resume: str | None
+
+    @property
+    def lost(self) -> str:
+        """The range lost, named for people."""
+        if self.earliest is None:
+            return f"stream {self.stream!r}: offsets from {self.asked} on are no longer kept"
+        return (
+            f"stream {self.stream!r}: offsets from {self.asked} up to {self.earliest} are no "
+            f"longer kept (dropped under its retention policy; the earliest offset kept is "
+            f"{self.earliest})"
+        )
+
+    def __str__(self) -> str:
+        if self.resume is None:
+            return f"{self.lost}: skipped the rest of the range read"
+        return f"{self.lost}: skipped them, reading on from {self.resume}"
+
+
+def after_gone(
+    stream: str, asked: str, earliest: str | None, end: str, fail_on_data_loss: bool
+) -> Skipped:
+    """The decision after a read of `stream`'s range up to `end` found `asked` no longer kept,
+    the earliest offset kept being `earliest` (a 410 Gone with Stream-Earliest-Offset): under
+    failOnDataLoss a `DataLoss` naming the stream and the range lost; otherwise what the read
+    skips and where it goes on (pure: the caller logs it).
+
+    The range's end stays where it was planned whatever was dropped: a micro-batch planned
+    before the loss (its end already in Spark's offset log) reads on from the earliest offset
+    kept up to that end, or reads nothing when the loss reaches past it, and the next batch
+    starts at that end. A replay reads the same rows, unless retention dropped more meanwhile
+    (which is data loss again)."""
+    if earliest is not None and not before(asked, earliest):
+        # The server says both that `asked` is gone and that it is kept: reading on from the
+        # earliest offset would ask for it again, for ever.
+        raise DataLoss(f"stream {stream!r}: offset {asked} is gone, yet not before {earliest}")
+    resume = retained_from(earliest) if earliest is not None else BEGINNING
+    skipped = Skipped(
+        stream, asked, earliest, resume if resume == BEGINNING or before(resume, end) else None
+    )
+    if fail_on_data_loss:
+        raise DataLoss(
+            f"{skipped.lost}; set failOnDataLoss=false to read on from the earliest offset kept"
+        )
+    return skipped
+
+
+def retained_from(earliest: str) -> str:
+    """Where the source reads on from, given a stream's earliest offset: that offset, or for
+    a compacted stream's snapshot (`..._s`) the offset where the history after it goes on.
+    The snapshot's rows were never at any offset of the stream, so rows with offsets (what
+    the source reads, and checkpoints) start after it."""
+    parsed = parse_offset(earliest)
+    return format_offset(parsed.at) if parsed.snapshot else earliest
+
+
+def before(token: str, other: str) -> bool:
+    """Whether offset `token` lies before `other` (either may be a snapshot's token)."""
+    return _order(token) < _order(other)
+
+
+def _order(token: str) -> tuple[int, int, int]:
+    if token == BEGINNING:
+        return (0, 0, 0)
+    try:
+        parsed = parse_offset(token)
+    except ProtocolError:
+        raise ValueError(f"not an offset of this server: {token!r}") from None
+    # A snapshot's token sorts just before the position it folds the history up to.
+    if parsed.snapshot:
+        return (parsed.at, 0, 1)
+    return (parsed.at, 1, int(parsed.exact))

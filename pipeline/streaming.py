@@ -4,6 +4,8 @@ Offsets are `{stream: offset}` (canonical JSON). A micro-batch's range of each s
 with bounded reads (`until`), so a micro-batch replayed after a restart returns exactly the
 same rows. `maxMessagesPerTrigger` and `maxBytesPerTrigger` bound a micro-batch (split evenly
 between the streams); `Trigger.AvailableNow` reads up to the tails seen when the query starts.
+A start that a stream's retention policy dropped is data loss (`_plan.after_gone`): the query
+fails, or reads on from the earliest offset kept up to the end each micro-batch was planned with.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ except ImportError:  # Spark 4.0 and 4.1: no admission control, no AvailableNow 
     SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 from pyspark.sql.types import StructType
 
-from durable_streams_aws.client import StreamGone, StreamNotFound
+from durable_streams_aws.client import OffsetGone, StreamGone, StreamNotFound
 
 from ._access import access
 from ._admission import Budget, admitted_end, canonical
@@ -35,9 +37,13 @@ from ._plan import (
     OptionError,
     ReadOptions,
     StreamSlice,
+    after_gone,
+    before,
+    log,
     lost,
     position,
     positive_option,
+    retained_from,
 )
 from ._rows import rows
 
@@ -59,9 +65,24 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.previous: dict[str, str] | None = None  # the last end returned (Spark 4.0, 4.1)
         self.target: dict[str, str] | None = None  # AvailableNow: the tails when it started
         self.content_types: dict[str, str] = {}
+        self.earliest: dict[str, str] = {}  # streams whose retention dropped data: where it ends
 
     def initialOffset(self) -> dict:
-        return canonical({s: self.options.starting.get(s, "-1") for s in self.options.streams})
+        """Where the query starts: `startingOffsets`, or each stream's earliest offset kept
+        (its beginning, unless its retention policy dropped data: that is no loss)."""
+        self._tails()
+        starting = self.options.starting
+        return canonical(
+            {
+                s: starting[s] if starting.get(s, "-1") != "-1" else self._first(s)
+                for s in self.options.streams
+            }
+        )
+
+    def _first(self, stream: str) -> str:
+        """Where a stream new to the query starts: its earliest offset kept."""
+        earliest = self.earliest.get(stream)
+        return retained_from(earliest) if earliest is not None else FIRST
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.budget.rows is not None:
@@ -78,10 +99,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         and 4.1 pass neither (and then every micro-batch reads all that is available)."""
         if start is None:
             start = self.previous if self.previous is not None else self.initialOffset()
-        # Streams the checkpoint does not know yet (added to the options, or newly under the
-        # prefix) start at their beginning.
-        start = canonical({**{s: FIRST for s in self.options.streams}, **start})
         tails = self._tails()  # every trigger: a stream deleted meanwhile is noticed
+        # Streams the checkpoint does not know yet (added to the options, or newly under the
+        # prefix) start at their beginning (the earliest offset kept).
+        start = canonical({**{s: self._first(s) for s in self.options.streams}, **start})
         if self.target is not None:  # AvailableNow: no further than the tails at its start
             tails = {s: min(t, self.target[s]) for s, t in tails.items() if s in self.target}
         resume = {s: self._resume_point(s, start[s], tail) for s, tail in tails.items()}
@@ -122,7 +143,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pass  # nothing to acknowledge: the checkpoint is the reader's only state
 
     def _tails(self) -> dict[str, str]:
-        """The tail of each stream still there (a missing one is data loss)."""
+        """The tail of each stream still there (a missing one is data loss), and where each
+        one's retained data starts."""
         tails = {}
         for stream in self.options.streams:
             state = self.access.state(stream)
@@ -130,16 +152,29 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 lost(self.options, f"stream {stream!r} was deleted while the query ran")
                 continue
             self.content_types[stream] = state.content_type
+            if state.earliest is not None:
+                self.earliest[stream] = state.earliest
+            else:
+                self.earliest.pop(stream, None)
             tails[stream] = state.tail
         return canonical(tails)
 
     def _resume_point(self, stream: str, start: str, tail: str) -> str:
         """Where the stream is read on from: `start`, or its beginning when it is now shorter
-        than that (deleted and re-created: data loss, which may fail the query)."""
-        if position(tail) >= position(start):
+        than that (deleted and re-created: data loss, which may fail the query), or its
+        earliest offset kept when its retention policy dropped `start` (data loss too).
+
+        Only the next micro-batch's end is decided from this: its start stays the previous
+        end, and its partitions meet the loss again when they read (and skip it the same way)."""
+        if position(tail) < position(start):
+            lost(self.options, f"stream {stream!r} ends before {start} (deleted and re-created?)")
+            return self._first(stream)
+        earliest = self.earliest.get(stream)
+        if earliest is None or not before(start, earliest):
             return start
-        lost(self.options, f"stream {stream!r} ends before {start} (deleted and re-created?)")
-        return FIRST
+        skipped = after_gone(stream, start, earliest, tail, self.options.fail_on_data_loss)
+        log.warning("%s", skipped)
+        return skipped.resume if skipped.resume is not None else tail
 
     def _admit(self, stream: str, start: str, tail: str, share: Budget) -> str:
         """Read ahead on the driver to find where `share` of the pending rows ends."""
@@ -153,6 +188,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         try:
             return admitted_end(start, pending(), share)
+        except OffsetGone as exc:  # retention dropped more since `_tails`
+            earliest = exc.earliest_offset.token if exc.earliest_offset is not None else None
+            skipped = after_gone(stream, start, earliest, tail, self.options.fail_on_data_loss)
+            log.warning("%s", skipped)
+            if skipped.resume is None:
+                return tail
+            return self._admit(stream, skipped.resume, tail, share)
         except (StreamNotFound, StreamGone):
             lost(self.options, f"stream {stream!r} was deleted while the query ran")
             return start
