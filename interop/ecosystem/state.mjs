@@ -7,9 +7,13 @@
 //        preload, write "ready" on standard error, then follow the stream until an item KEY is
 //        present; prints the collection
 //
-// The answer: {"items": [{id, n, text}, ...] in the collection's order, "requests": N,
-// "offset": the last offset consumed}. A preload that never resolves (the stream never said
-// it was up to date) fails with the number of items present by then.
+//   --live true: StreamDB's default (the client 0.2.7 long-polls for it)
+//
+// The answer: {"items": [row, ...] in the collection's order (each row as the collection holds
+// it, less StreamDB's `_seq` stamp and TanStack DB's `$` virtual properties), "requests": N,
+// "bytes": the response bodies' bytes (decoded), "offsets": the offsets requested in order,
+// "offset": the last offset consumed}. A preload that never resolves (the stream never said it
+// was up to date) fails with the number of items present by then.
 
 import { createStateSchema, createStreamDB } from "@durable-streams/state/db"
 import { z } from "zod"
@@ -34,17 +38,32 @@ const schema = createStateSchema({
 
 async function main() {
   let requests = 0
+  let bytes = 0
+  const offsets = []
+  const counting = []
   const db = createStreamDB({
     streamOptions: {
       url: args.url,
       contentType: "application/json",
-      fetch: (...request) => {
+      fetch: async (...request) => {
         requests += 1
-        return fetch(...request)
+        const asked = request[0] instanceof Request ? request[0].url : String(request[0])
+        offsets.push(new URL(asked).searchParams.get("offset"))
+        const response = await fetch(...request)
+        // A copy of the body, read as the package reads its own, counts its bytes.
+        const counted = response.clone().body
+        if (counted) {
+          counting.push(
+            (async () => {
+              for await (const chunk of counted) bytes += chunk.byteLength
+            })().catch(() => {}),
+          )
+        }
+        return response
       },
     },
     state: schema,
-    live: command === "preload" ? false : args.live,
+    live: command === "preload" ? false : args.live === "true" ? true : args.live,
   })
   const items = db.collections.items
   const describe = () => `${items.size} items present after ${requests} requests`
@@ -56,8 +75,10 @@ async function main() {
     } else if (command !== "preload") {
       throw new Error(`unknown command ${command}`)
     }
-    const rows = items.toArray.map(({ id, n, text }) => ({ id, n, text }))
-    return { items: rows, requests, offset: db.offset }
+    const held = ([name]) => name !== "_seq" && !name.startsWith("$")
+    const rows = items.toArray.map((item) => Object.fromEntries(Object.entries(item).filter(held)))
+    if (command === "preload") await Promise.all(counting)
+    return { items: rows, requests, bytes, offsets, offset: db.offset }
   } finally {
     db.close()
   }

@@ -5,7 +5,9 @@ the packages get from a server that behaves as upstream's does):
 - `@durable-streams/y-durable-streams`: its YjsServer in front of the server, three editors
   (YjsProvider, over SSE and over long-poll) editing at once, compactions, a late joiner;
 - `@durable-streams/state`: a StreamDB preloaded in one shot from a stream of several MiB, and
-  one following the stream live;
+  one following the stream live; and, against ours only, on streams the server compacts (State
+  Protocol compaction, issue 40): a preload before and after the compaction, and a StreamDB
+  following live across one, all equal to the Python fold of the history;
 - `@durable-streams/aisdk-transport`: a chat generation (the AI SDK's mock model) whose reader
   disconnects mid-generation and reconnects;
 - `@durable-streams/client`: the one-shot read (`stream({ live: false })`) of multi-MiB streams.
@@ -32,6 +34,7 @@ import pytest
 from support import ServerProcess
 
 from benchmarks._processes import reference_server
+from durable_streams_aws.core.protocol.compaction import fold_state
 from interop import ecosystem_command, run_ecosystem
 
 pytestmark = pytest.mark.integration
@@ -205,6 +208,227 @@ def test_streamdb_follows_changes_appended_after_its_preload(server: str, live: 
     assert follower.returncode == 0, err[-3000:]
     got = json.loads(out)
     assert {item["id"]: item for item in got["items"]} == expected
+
+
+# ---------------------------------------------------------------- StreamDB and compaction
+#
+# The reference server cannot be compared with here: it has no retention and no compaction (it
+# takes `Stream-Retention` at create without a word and keeps every message for ever, as
+# test_the_reference_server_keeps_no_retention_policy shows), so these tests run against ours
+# only and compare with the state the Python fold computes from the history written.
+
+# `dsaws serve` sealing everything at once and compacting whatever it sealed, with no delay.
+COMPACTING = {
+    "DS_SEAL_INTERVAL": "0.2",
+    "DS_SEAL_HOT_BYTES": "0",
+    "DS_RETENTION_INTERVAL": "0.3",
+    "DS_RETENTION_DELAY": "0",
+    "DS_COMPACTION_MIN_BYTES": "1",
+}
+
+
+class StateHistory:
+    """Change messages over `keys` keys, from a seed: an insert of a key not present, else an
+    update or, one time in eight, a delete. Every update's value is a full row: the Python fold
+    replaces a row with an update's value (as STATE-PROTOCOL.md says materializers do), where
+    StreamDB merges it into the row (TanStack DB's default `rowUpdateMode: "partial"`, which
+    StreamDB's collections keep); with full rows both agree."""
+
+    def __init__(self, seed: int, keys: int = 1000) -> None:
+        self.random = random.Random(seed)
+        self.keys = keys
+        self.present: set[int] = set()
+        self.version = 0
+
+    def changes(self, count: int) -> list[dict[str, Any]]:
+        out = []
+        for _ in range(count):
+            n = self.random.randrange(self.keys)
+            if n not in self.present:
+                operation = "insert"
+                self.present.add(n)
+            elif self.random.random() < 0.125:
+                operation = "delete"
+                self.present.discard(n)
+            else:
+                operation = "update"
+            self.version += 1
+            out.append(item_event(n, operation, self.version))
+        return out
+
+
+def python_fold(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rows `core.protocol.compaction` folds the history into, by key."""
+    fold, refusal = fold_state(json.dumps(event, ensure_ascii=False).encode() for event in events)
+    assert refusal is None
+    assert {kind for kind, _ in fold.state()} == {"item"}
+    return {key: value for (_, key), value in fold.state().items()}
+
+
+def rows(got: dict[str, Any]) -> dict[str, Any]:
+    """The driver's rows by key; each row is the whole of what the collection holds."""
+    by_key = {row["id"]: row for row in got["items"]}
+    assert len(by_key) == len(got["items"])
+    return by_key
+
+
+def create_compacted(url: str) -> None:
+    response = httpx.put(
+        url,
+        headers={"content-type": "application/json", "stream-retention": "compact"},
+        timeout=30,
+    )
+    assert response.status_code == 201, response.text
+    assert response.headers["stream-retention"] == "compact"
+
+
+def tail(url: str) -> str:
+    head = httpx.head(url, timeout=30)
+    assert head.status_code == 200 and "stream-earliest-offset" not in head.headers
+    return head.headers["stream-next-offset"]
+
+
+def compacted_through(url: str, offset: str, within: float = 60) -> str:
+    """Waits until the stream's earliest offset is a snapshot (`..._s`) of everything before
+    `offset` (a tail HEAD gave), and returns it. (The test reads the offsets' positions;
+    clients treat them as opaque.) It asks every 1.5 s: the sealer and the retention run of
+    `dsaws serve` wait for a second without requests (or 30 s), and a HEAD is one."""
+    end = time.monotonic() + within
+    position = int(offset.split("_")[1])
+    while True:
+        time.sleep(1.5)
+        earliest = httpx.head(url, timeout=30).headers.get("stream-earliest-offset")
+        if earliest and earliest.endswith("_s") and int(earliest.split("_")[1]) + 1 >= position:
+            return earliest
+        assert time.monotonic() < end, f"not compacted through {offset} in {within} s: {earliest}"
+
+
+def test_the_reference_server_keeps_no_retention_policy(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    """Ours keeps and echoes a create's `Stream-Retention`; the reference server takes it and
+    ignores it (it has no retention and no compaction), hence no comparison with it below."""
+    url = stream_url(server, "retention")
+    response = httpx.put(
+        url,
+        headers={"content-type": "application/json", "stream-retention": "compact"},
+        timeout=30,
+    )
+    assert response.status_code == 201, response.text
+    policy = httpx.head(url, timeout=30).headers.get("stream-retention")
+    ours = request.node.callspec.params["server"] == "ours"
+    assert policy == ("compact" if ours else None)
+
+
+def test_streamdb_preload_gives_the_same_state_after_compaction_as_before_and_as_python(
+    tmp_path: Any, record_property: Any
+) -> None:
+    """30,000 inserts, updates and deletes over 1,000 keys, in appends of 2,000, preloaded
+    (`live: false`) before the compaction and after it: the same rows, the Python fold's. The
+    state before comes from a server that seals but runs no retention, then one on the same
+    data folds the history: a compaction during the first preload could answer it 410."""
+    path = f"/v1/stream/eco/state-compacted-{uuid.uuid4().hex[:8]}"
+    history = StateHistory(seed=40).changes(30_000)
+    counts = {op: 0 for op in ("insert", "update", "delete")}
+    for event in history:
+        counts[event["headers"]["operation"]] += 1
+    assert min(counts.values()) > 2000, counts
+    expected = python_fold(history)
+    assert 800 < len(expected) <= 1000
+    data = str(tmp_path / "data")
+    sealing_only = {**COMPACTING, "DS_RETENTION_INTERVAL": "0"}
+    with ServerProcess("--data-dir", data, env=sealing_only) as ours:
+        url = ours.base_url + path
+        create_compacted(url)
+        written = append_json(url, history, per_request=2000)
+        end = tail(url)
+        started = time.monotonic()
+        before = run_ecosystem("state", "preload", "--url", url, "--timeout", "30")
+        before_seconds = time.monotonic() - started
+        assert tail(url) == end  # still uncompacted
+    with ServerProcess("--data-dir", data, env=COMPACTING) as ours:
+        url = ours.base_url + path
+        started = time.monotonic()
+        earliest = compacted_through(url, end)
+        compaction_seconds = time.monotonic() - started
+        started = time.monotonic()
+        after = run_ecosystem("state", "preload", "--url", url, "--timeout", "30")
+        after_seconds = time.monotonic() - started
+        # What it read from -1: the snapshot, one insert per row, and nothing after it.
+        read = httpx.get(url, params={"offset": "-1"}, timeout=30)
+    assert rows(before) == rows(after) == expected
+    assert read.headers["stream-next-offset"] == end
+    messages = read.json()
+    assert messages[0] == {"headers": {"control": "snapshot-start"}}
+    assert messages[-1] == {"headers": {"control": "snapshot-end"}}
+    assert [m["headers"]["operation"] for m in messages[1:-1]] == ["insert"] * len(expected)
+    assert python_fold(messages[1:-1]) == expected
+    assert before["offsets"][0] == after["offsets"][0] == "-1"
+    assert after["offset"] == end
+    figures = {
+        "history_bytes": written,
+        "preload_bytes_before": before["bytes"],
+        "preload_bytes_after": after["bytes"],
+        "preload_requests": [before["requests"], after["requests"]],
+        "preload_seconds": [round(before_seconds, 2), round(after_seconds, 2)],
+        "compaction_seconds": round(compaction_seconds, 2),
+        "earliest": earliest,
+    }
+    record_property("compaction", figures)
+    print(f"compaction figures: {figures}")
+    assert before["bytes"] >= written * 0.9
+    assert after["bytes"] * 10 < before["bytes"], figures
+
+
+@pytest.mark.parametrize("live", ["true", "sse"])
+def test_streamdb_following_live_across_a_compaction_ends_equal_to_the_python_fold(
+    live: str,
+) -> None:
+    """A StreamDB preloaded from the empty stream, so before any compaction, follows 20,000
+    changes, the compaction of all of them into a snapshot, and then 3,000 more changes over
+    the same keys. (`live: true`, StreamDB's default, long-polls: the client 0.2.7 documents
+    it as SSE for JSON and sets `live=long-poll` for it.)"""
+    history = StateHistory(seed=41)
+    written: list[dict[str, Any]] = []
+    with ServerProcess(env=COMPACTING) as ours:
+        url = f"{ours.base_url}/v1/stream/eco/state-follow-{uuid.uuid4().hex[:8]}"
+        create_compacted(url)
+        command = [*ecosystem_command("state"), "follow", "--url", url, "--live", live]
+        with subprocess.Popen(
+            [*command, "--until", "item-99999", "--timeout", "60"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ) as follower:
+            try:
+                assert follower.stderr is not None
+                lines = []
+                while (line := follower.stderr.readline()) not in ("ready\n", ""):
+                    lines.append(line)
+                assert line == "ready\n", "".join(lines)
+                tail(url)  # nothing compacted yet
+                changes = history.changes(20_000)
+                append_json(url, changes, per_request=2000)
+                written += changes
+                compacted_through(url, tail(url))
+                for _ in range(3):
+                    changes = history.changes(1000)
+                    append_json(url, changes, per_request=250)
+                    written += changes
+                    time.sleep(0.3)
+                changes = [item_event(99_999)]
+                append_json(url, changes)
+                written += changes
+                out, err = follower.communicate(timeout=60)
+            finally:
+                if follower.poll() is None:
+                    follower.kill()
+    assert follower.returncode == 0, err[-3000:]
+    got = json.loads(out)
+    # It never started again from the beginning (nor from the snapshot): it read across.
+    assert got["offsets"].count("-1") == 1
+    assert not any(offset.endswith("_s") for offset in got["offsets"])
+    assert rows(got) == python_fold(written)
 
 
 # ---------------------------------------------------------------- AI SDK transport
