@@ -298,6 +298,35 @@ def _seal(args: argparse.Namespace) -> int:
     return _maintain(args, "seal", seal, SealReport().as_dict())
 
 
+def _retention(args: argparse.Namespace) -> int:
+    from .protocol.errors import ProtocolError
+    from .protocol.retention import parse_retention
+    from .runtime import retention_run
+    from .storage.retention import RetentionReport, set_policy
+
+    policy = None
+    if args.set:
+        try:
+            policy = parse_retention(args.set[1])
+        except ProtocolError as exc:
+            print(f"dsaws retention: {exc.message}", file=sys.stderr)
+            return 2
+
+    def retain(storage: Storage, settings: Settings) -> dict[str, Any]:
+        if args.set:
+            assert policy is not None
+            try:
+                changed = set_policy(storage.store, args.set[0], policy)
+            except ValueError as exc:
+                return {"path": args.set[0], "error": str(exc)}
+            if changed is None:
+                return {"path": args.set[0], "error": "no such stream"}
+            return {"path": args.set[0], "retention": changed.retention}
+        return retention_run(storage.store, settings).run().as_dict()
+
+    return _maintain(args, "retention", retain, RetentionReport().as_dict())
+
+
 def _stats(args: argparse.Namespace) -> int:
     from .storage import StoreStats, gather_stats
 
@@ -349,6 +378,9 @@ def _maintain(
     except Empty as empty:
         print(f"dsaws {command}: {empty}", file=sys.stderr)
         report = nothing_done
+    if "error" in report:  # the work was refused: said on stderr, no report
+        print(f"dsaws {command}: {report['error']}", file=sys.stderr)
+        return 1
     print(json.dumps(report))
     return 0
 
@@ -527,6 +559,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     which.add_argument("--all", action="store_true", help="scan the whole table, marked or not")
     seal.set_defaults(handler=_seal)
+
+    retention = commands.add_parser(
+        "retention",
+        help="run retention and compaction now over the streams with a policy (the embedded "
+        "emulator's data directory, or with --aws, AWS), or give an existing stream a policy",
+    )
+    _add_storage_arguments(retention)
+    retention.add_argument(
+        "--set",
+        nargs=2,
+        metavar=("PATH", "POLICY"),
+        help="give the stream at PATH this policy ('max-age=SECONDS; max-bytes=N' or "
+        "'compact'): for streams made before their prefix had a default",
+    )
+    retention.set_defaults(handler=_retention)
 
     stats = commands.add_parser(
         "stats",

@@ -456,6 +456,7 @@ class StreamEndpoints:
         headers = {
             "Content-Type": info.content_type,
             **r.offset_headers(batch.end, closed, batch.inside),
+            **r.retention_headers(info),
         }
         if up_to_date:
             headers[STREAM_UP_TO_DATE] = "true"

@@ -3,11 +3,13 @@
 The State Protocol (`@durable-streams/state`) writes change messages, `{"type", "key", "value",
 "headers": {"operation": "insert" | "update" | "delete", ...}}`, and control messages,
 `{"headers": {"control": "snapshot-start" | "snapshot-end" | "reset"}}`. Folding a history
-keeps, for each `type`/`key` still present at its end, the latest row: an insert or update
-sets it (an update replaces the row, as the State Protocol's materializers do), a delete
-removes it, a reset removes every row; the snapshot markers carry no rows. The snapshot of the
-fold is `snapshot-start`, one `insert` per row in the order rows were first inserted, and
-`snapshot-end`: what a reader that folds it gets is what it would have got from the history.
+keeps, for each `type`/`key` still present at its end, its row as the package's own
+materializer (`createStreamDB`) builds it: an insert or update of an object value merges its
+fields into the row (a missing row is created; an insert of a row already there merges like
+an update), any other value replaces it, a delete removes it, a reset removes every row; the
+snapshot markers carry no rows. The snapshot of the fold is `snapshot-start`, one `insert` per
+row with its whole value, in the order rows were first made, and `snapshot-end`: a reader that
+folds it gets what it would have got from the history.
 
 A history holding anything else (a message that is not a JSON object, or one that is neither
 a change nor a control message) is not folded: the stream is refused compaction, with the
@@ -21,7 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-OPERATIONS = frozenset({"insert", "update", "delete"})
+# `upsert`: what the package's own schema helpers write for an insert-or-update.
+OPERATIONS = frozenset({"insert", "update", "upsert", "delete"})
 CONTROLS = frozenset({"snapshot-start", "snapshot-end", "reset"})
 
 
@@ -65,6 +68,12 @@ class StateFold:
         if headers["operation"] == "delete":
             self.rows.pop(row_key, None)
             return None
+        previous = self.rows.get(row_key)
+        value = message["value"]
+        if previous is not None and isinstance(value, dict):
+            before = previous.get("value")
+            if isinstance(before, dict):
+                message = {**message, "value": {**before, **value}}
         self.rows[row_key] = message
         return None
 

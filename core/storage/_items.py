@@ -268,6 +268,7 @@ def decode_stream(path: str, item: Item) -> StreamInfo:
         retained=decode_retained(item),
         pending_cut=_decode_cut(item.get("cut")),
         compaction_refused=_str(item, "cxr"),
+        compaction_retry_at=_int(item, "cxp"),
     )
 
 

@@ -109,6 +109,9 @@ class StreamInfo:
     retained: Retained = Retained()
     pending_cut: PendingCut | None = None
     compaction_refused: str | None = None
+    # Compaction is not tried again until the sealed history reaches this position (a state
+    # too large for a response may shrink; a history with other messages never folds).
+    compaction_retry_at: int = 0
 
     def retained_now(self, now: float) -> Retained:
         """Where the stream's retained data starts at `now` (a pending cut counts once it is

@@ -36,12 +36,13 @@ from typing import Any
 
 from ..protocol.compaction import StateFold
 from ..protocol.headers import is_json
+from ..protocol.offsets import MAX_POSITION
 from ..protocol.retention import RetentionPolicy, SealedSpan, retention_cut, stored_policy
 from . import _items as items
 from ._snapshots import encode_snapshot, snapshot_key
 from .aws import Conflict, call, each_item
 from .dynamo import DynamoStore
-from .model import PendingCut, Retained, Snapshot, StreamInfo
+from .model import PendingCut, Retained, Snapshot, StoreUnavailable, StreamInfo
 
 logger = logging.getLogger("dsaws.retention")
 
@@ -188,7 +189,6 @@ class RetentionRun:
         retained = info.retained
         if not retained.dropped or info.ref_count > 0 or now < retained.since + self.retire_grace:
             return
-        current = retained.snapshot.at if retained.snapshot is not None else None
         request = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
@@ -203,7 +203,9 @@ class RetentionRun:
         for item in each_item(self.dynamodb.query, request):
             sort_key = item["sk"]["S"]
             if sort_key.startswith(items.SNAPSHOT_SORT_PREFIX):
-                if current is None or sort_key != items.snapshot_sort_key(current):
+                # Snapshots of history below the retained start were replaced; the current
+                # one (at it) and one a pending cut announced (above it) stay.
+                if int(sort_key.removeprefix(items.SNAPSHOT_SORT_PREFIX)) < retained.start:
                     doomed.append(item)
             elif sort_key.startswith("c#"):
                 doomed.append(item)
@@ -258,8 +260,10 @@ class RetentionRun:
     def _compact(self, info: StreamInfo, now: float, report: RetentionReport) -> None:
         retained = info.retained
         folded_to = info.sealed
-        if not is_json(info.content_type) or folded_to - retained.start < max(
-            self.compaction_min_bytes, 1
+        if (
+            not is_json(info.content_type)
+            or folded_to - retained.start < max(self.compaction_min_bytes, 1)
+            or folded_to < info.compaction_retry_at
         ):
             return
         fold = StateFold()
@@ -268,7 +272,8 @@ class RetentionRun:
             history.extend(self.store.snapshot_messages(retained.snapshot))
         refusal = fold.fold(history) or fold.fold(self._history(info, retained.start, folded_to))
         if refusal is not None:
-            self._refuse(info, str(refusal), report)
+            # It is in the history for good: no later fold gets past it.
+            self._refuse(info, str(refusal), MAX_POSITION, report)
             return
         messages = fold.snapshot()
         body = encode_snapshot(messages)
@@ -278,6 +283,7 @@ class RetentionRun:
                 info,
                 f"the state ({size} bytes) would not fit one response "
                 f"({self.max_snapshot_bytes} bytes)",
+                folded_to + max(self.compaction_min_bytes, 1),
                 report,
             )
             return
@@ -302,21 +308,24 @@ class RetentionRun:
             yield from batch.messages or ()
             position = batch.end
 
-    def _refuse(self, info: StreamInfo, reason: str, report: RetentionReport) -> None:
+    def _refuse(
+        self, info: StreamInfo, reason: str, retry_at: int, report: RetentionReport
+    ) -> None:
+        """Record why the stream is not compacted, and from which sealed position a run may
+        try again (so that runs do not read its history again and again meanwhile)."""
         report.compactions_refused += 1
         logger.warning("%s is not compacted: %s", info.path, reason)
-        if info.compaction_refused == reason:
-            return
         with contextlib.suppress(Conflict):
             call(
                 self.dynamodb.update_item,
                 TableName=self.table,
                 Key=items.stream_key(info.path),
-                UpdateExpression="SET #cxr = :why",
+                UpdateExpression="SET #cxr = :why, #cxp = :retry",
                 ConditionExpression="#inc = :inc",
-                ExpressionAttributeNames={"#cxr": "cxr", "#inc": "inc"},
+                ExpressionAttributeNames={"#cxr": "cxr", "#cxp": "cxp", "#inc": "inc"},
                 ExpressionAttributeValues={
                     ":why": items.s(reason[:500]),
+                    ":retry": items.n(retry_at),
                     ":inc": items.s(info.incarnation),
                 },
             )
@@ -334,13 +343,14 @@ class RetentionRun:
         update: dict[str, Any] = {
             "TableName": self.table,
             "Key": items.stream_key(info.path),
-            "UpdateExpression": "SET #cut = :cut REMOVE #cxr",
+            "UpdateExpression": "SET #cut = :cut REMOVE #cxr, #cxp",
             "ConditionExpression": "#inc = :inc AND attribute_not_exists(#del)"
             " AND attribute_not_exists(#cut) AND "
             + ("#rf = :rf" if info.retained.dropped else "attribute_not_exists(#rf)"),
             "ExpressionAttributeNames": {
                 "#cut": "cut",
                 "#cxr": "cxr",
+                "#cxp": "cxp",
                 "#inc": "inc",
                 "#del": "del",
                 "#rf": "rf",
@@ -361,6 +371,36 @@ class RetentionRun:
             return False
         report.cuts_announced += 1
         return True
+
+
+def set_policy(store: DynamoStore, path: str, policy: RetentionPolicy) -> StreamInfo | None:
+    """Give an existing stream a retention policy (streams made before their prefix had a
+    default): the stream item's policy and its entry in the runs' list, in one transaction
+    conditioned on the stream being the one read. None when there is no such live stream."""
+    for _ in range(5):
+        info = store.get(path)
+        if info is None or info.soft_deleted:
+            return None
+        if policy.compact and not is_json(info.content_type):
+            raise ValueError("compaction folds JSON streams only")
+        changed = replace(info, retention=policy.header())
+        update = {
+            "TableName": store.table,
+            "Key": items.stream_key(path),
+            "UpdateExpression": "SET #ret = :ret",
+            "ConditionExpression": "#inc = :inc AND attribute_not_exists(#del)",
+            "ExpressionAttributeNames": {"#ret": "ret", "#inc": "inc", "#del": "del"},
+            "ExpressionAttributeValues": {
+                ":ret": items.s(policy.header()),
+                ":inc": items.s(info.incarnation),
+            },
+        }
+        try:
+            store.write([{"Update": update}, items.retention_entry_put(store.table, changed)])
+        except Conflict:
+            continue
+        return changed
+    raise StoreUnavailable("the stream kept changing")
 
 
 _RETAINED_NAMES = {"#rf": "rf", "#snap": "snap", "#rft": "rft", "#inc": "inc"}

@@ -165,3 +165,50 @@ def test_aws_and_an_endpoint_in_the_environment_still_mean_aws(
     assert local.returncode == 0 and "nothing to do" in local.stderr, local.stderr
     both = run_dsaws(endpoint, "seal", "--aws", "--data-dir", str(tmp_path), *where)
     assert both.returncode == 2 and "not allowed with" in both.stderr, both.stderr
+
+
+def test_retention_gives_an_existing_stream_a_policy_and_runs_it(tmp_path: Path) -> None:
+    """The upgrade path: a stream made before it had a policy gets one, and the next run
+    compacts it (no delay here: DS_RETENTION_DELAY=0)."""
+    data_dir = tmp_path / "data"
+    changes = [
+        {"type": "row", "key": f"k{n % 5}", "value": {"n": n}, "headers": {"operation": op}}
+        for n, op in enumerate(["insert"] * 5 + ["update"] * 20)
+    ]
+    env = {**SERVER_ENV, "DS_RETENTION_INTERVAL": "0"}
+    with (
+        ServerProcess("--data-dir", str(data_dir), env=env) as server,
+        httpx.Client(base_url=f"{server.base_url}/v1/stream", timeout=30) as client,
+    ):
+        json_type = {"Content-Type": "application/json"}
+        assert client.put("/old", headers=json_type).status_code == 201
+        assert client.post("/old", content=json.dumps(changes), headers=json_type).is_success
+        closed = client.post("/old", headers={**json_type, "Stream-Closed": "true"})
+        assert closed.status_code == 204  # sealed whole by the next seal
+        assert client.put("/bytes", headers=TEXT).status_code == 201
+
+    where = ("--data-dir", str(data_dir))
+    refused = run_dsaws(local_env(), "retention", *where, "--set", "bytes", "compact")
+    assert refused.returncode == 1 and "JSON streams only" in refused.stderr
+    missing = run_dsaws(local_env(), "retention", *where, "--set", "none", "compact")
+    assert missing.returncode == 1 and "no such stream" in missing.stderr
+    bad = run_dsaws(local_env(), "retention", *where, "--set", "old", "max-age=x")
+    assert bad.returncode == 2 and "Stream-Retention" in bad.stderr
+    assert dsaws(local_env(), "retention", *where, "--set", "old", "compact") == {
+        "path": "old",
+        "retention": "compact",
+    }
+    dsaws(local_env(), "seal", *where, "--path", "old")
+    runs = {**local_env(), "DS_RETENTION_DELAY": "0", "DS_COMPACTION_MIN_BYTES": "1"}
+    assert dsaws(runs, "retention", *where)["streams_compacted"] == 1
+
+    with (
+        ServerProcess("--data-dir", str(data_dir), env=env) as server,
+        httpx.Client(base_url=f"{server.base_url}/v1/stream", timeout=30) as client,
+    ):
+        head = client.head("/old")
+        assert head.headers["stream-retention"] == "compact"
+        assert head.headers["stream-earliest-offset"].endswith("_s")
+        snapshot = client.get("/old", params={"offset": "-1"}).json()
+        rows = {m["key"]: m["value"] for m in snapshot if "key" in m}
+        assert rows == {f"k{k}": {"n": 20 + k} for k in range(5)}

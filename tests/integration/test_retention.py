@@ -8,6 +8,7 @@ import random
 from typing import Any
 
 import pytest
+from support import FakeClock, store_on
 
 from durable_streams_aws.core.protocol.append import AppendIntent
 from durable_streams_aws.core.protocol.compaction import fold_state
@@ -19,12 +20,11 @@ from durable_streams_aws.core.storage import (
     DynamoStore,
     ForkRequest,
     Payload,
-    SealPolicy,
     Sealer,
+    SealPolicy,
 )
 from durable_streams_aws.core.storage.gc import Collector
 from durable_streams_aws.core.storage.retention import RetentionReport, RetentionRun
-from support import FakeClock, store_on
 
 JSON = "application/json"
 SMALL = SealPolicy(segment_bytes=2000, hot_bytes=0, page_bytes=500)
