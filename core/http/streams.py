@@ -300,9 +300,15 @@ class StreamEndpoints:
         if read.live == "sse":
             return await self._sse(path, info, snapshot.at, read, prefix=messages)
         room = self._read_size(0, read) - sum(len(message) + 1 for message in messages) - 1
+        bound = info.tail if read.until is None else min(read.until, info.tail)
+        if bound < snapshot.at:
+            raise bad_request("until is before the end of the snapshot")
         end, rest = snapshot.at, ()
-        if room > 0 and snapshot.at < info.tail:
-            after = await self.call_store(self.store.read, info, snapshot.at, room)
+        if room > 0 and snapshot.at < bound:
+            # JSON bytes count their separators too: bound only what `until` asks for.
+            most = room if read.until is None else min(room, 2 * (bound - snapshot.at) + 2)
+            after = await self.call_store(self.store.read, info, snapshot.at, most)
+            after = after.before(bound)
             end, rest = after.end, after.messages or ()
         batch = ReadBatch(snapshot.at, end, messages=messages + rest)
         return self._batch_response(info, batch, read, snapshot=snapshot)

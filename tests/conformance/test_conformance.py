@@ -94,8 +94,10 @@ def test_conformance_under_uvicorn_with_auth(tmp_path: Path) -> None:
 def test_conformance_while_sealing_aggressively(tmp_path: Path, emulator: Emulator) -> None:
     """Every stream is marked on every commit and sealed within 50 ms into segments of a few
     hundred bytes with pages of 64, which are grown (replaced) again and again: reads run
-    into segments, leftover chunks and stale caches all the time. The server runs on the
-    session's emulator so the test can count the segments afterwards."""
+    into segments, leftover chunks and stale caches all the time. Every stream has a
+    retention policy (a day: nothing is dropped, but each create lists its stream and
+    retention runs every 50 ms beside the sealer). The server runs on the session's emulator
+    so the test can count the segments afterwards."""
     table = bucket = f"conformance-sealing-{uuid.uuid4().hex[:8]}"
     sealing = {
         "AWS_ENDPOINT_URL": emulator.endpoint,
@@ -104,6 +106,8 @@ def test_conformance_while_sealing_aggressively(tmp_path: Path, emulator: Emulat
         "DS_SEAL_HOT_BYTES": "0",
         "DS_SEGMENT_BYTES": "300",
         "DS_SEAL_PAGE_BYTES": "64",
+        "DS_RETENTION_DEFAULTS": "=max-age=86400",
+        "DS_RETENTION_INTERVAL": "0.05",
     }
     args = ("--aws", "--table", table, "--bucket", bucket, "--long-poll-timeout", "1")
     server = ServerProcess(*args, env=sealing)

@@ -202,3 +202,22 @@ def test_a_malformed_policy_is_refused(client: TestClient, value: str) -> None:
     response = client.put(URL, headers={"Content-Type": "text/plain", "Stream-Retention": value})
     assert response.status_code == 400 and "Stream-Retention" in response.json()["message"]
     assert client.head(URL).status_code == 404
+
+
+def test_until_bounds_what_follows_a_snapshot(backend: Backend) -> None:
+    settings = backend.settings.model_copy(update={"long_poll_timeout": 0.3})
+    with TestClient(create_app(settings, backend.store)) as client:
+        acknowledged: list[str] = []
+        written(client, acknowledged)
+        compact(backend)
+        later = [change("insert", "a", {"v": 1}), change("insert", "b", {"v": 2})]
+        for message in later:
+            response = client.post(URL, headers=JSON_TYPE, content=json.dumps([message]))
+            acknowledged.append(response.headers["stream-next-offset"])
+        bounded = client.get(URL, params={"offset": "-1", "until": acknowledged[-2]})
+        assert bounded.status_code == 200 and bounded.json()[-1] == later[0]
+        assert bounded.headers["stream-next-offset"] == acknowledged[-2]
+        whole = client.get(URL, params={"offset": "-1"})
+        assert whole.json()[-2:] == later
+        before = client.get(URL, params={"offset": "-1", "until": acknowledged[0]})
+        assert before.status_code == 400
