@@ -376,6 +376,127 @@ def sealer_flows(api: Api, functions: Functions, table: str) -> None:
     seal({"all": True})
 
 
+def rows(start: int, count: int, operation: str = "insert") -> bytes:
+    """State Protocol change messages for keys k<start>..., as one JSON append."""
+    changes = [
+        {
+            "type": "row",
+            "key": f"k{key}",
+            "value": {"n": key, "pad": "p" * 40},
+            "headers": {"operation": operation},
+        }
+        for key in range(start, start + count)
+    ]
+    return json.dumps(changes).encode()
+
+
+def retention_flows(api: Api, functions: Functions, table: str) -> None:
+    """The retention job of the sealer function (`{"job": "retention"}`), on streams kept by
+    size, by age, and compacted (twice, the second fold reading the first snapshot), one whose
+    history is not State Protocol (refused), and one deleted since its create listed it (its
+    entry dropped): cuts announced (a snapshot item and the stream item in one transaction),
+    recorded, and the history below them retired.
+
+    The sealer function runs with DS_RETENTION_DELAY=0 and CompactionMinBytes=1
+    (test_roles.py), so that a cut takes effect at once and any sealed history is folded. The
+    minute a cut must have been in effect before what it dropped is retired
+    (`RetentionRun.retire_grace`) is a setting of the run the function's module built, which
+    no environment variable sets: it is set to 0 on that run, standing in for the minute."""
+    from durable_streams_aws.core.protocol.offsets import format_offset
+
+    runs: list[dict[str, Any]] = []  # the calls the retention runs made
+
+    def retain() -> dict[str, int]:
+        before = len(RECORDS)
+        report = dict(functions.invoke("SealerFunction", {"job": "retention"}))
+        runs.extend(RECORDS[before:])
+        return report
+
+    seal = functools.partial(functions.invoke, "SealerFunction")
+    functions.modules["SealerFunction"]._retention.retire_grace = 0.0
+    json_type = {"content_type": "application/json"}
+    # Appends past SealHotBytes (1024) each, so that sealing leaves a sealed segment behind
+    # (an open stream seals whole appends up to that far before its tail).
+    api("PUT", S + "ret/bytes", stream_retention="max-bytes=1000", **TEXT)
+    api("PUT", S + "ret/age", stream_retention="max-age=1", **TEXT)
+    api("PUT", S + "ret/state", stream_retention="compact", **json_type)
+    api("PUT", S + "ret/other", stream_retention="compact", **json_type)
+    api("PUT", S + "ret/gone", stream_retention="max-age=60", **TEXT)
+    for path in ("ret/bytes", "ret/age"):
+        for _ in range(4):
+            api("POST", S + path, b"R" * 1000, **TEXT)
+    api("POST", S + "ret/state", rows(0, 20), **json_type)
+    api("POST", S + "ret/state", rows(0, 10, "update"), **json_type)
+    api("POST", S + "ret/state", rows(5, 3, "delete"), **json_type)
+    api("POST", S + "ret/state", rows(20, 12), **json_type)
+    other = json.dumps([{"n": n, "pad": "p" * 40} for n in range(20)]).encode()
+    for _ in range(3):
+        api("POST", S + "ret/other", other, **json_type)
+    api("DELETE", S + "ret/gone")  # its entry in the runs' list stays, for a run to drop
+    assert "ret/gone" in retention_entries(table)
+    for path in ("ret/bytes", "ret/age", "ret/state", "ret/other"):
+        assert seal({"path": path})["segments_written"] >= 1, path
+    time.sleep(1.2)  # ret/age's segment is older than its max-age
+
+    announced = retain()
+    # By size, by age, and the fold; ret/other's history is no State Protocol.
+    assert announced["cuts_announced"] == 3, announced
+    assert announced["streams_compacted"] == 1 and announced["bytes_dropped"] > 0, announced
+    assert announced["compactions_refused"] == 1, announced
+    assert announced["streams_failed"] == 0, announced
+    recorded = retain()  # the cuts took effect: recorded, and what they dropped retired
+    assert recorded["cuts_recorded"] == 3 and recorded["items_retired"] >= 3, recorded
+    assert recorded["compactions_refused"] == 0, recorded  # not read again until it could fold
+    for path in ("ret/bytes", "ret/age"):
+        api("GET", S + f"{path}?offset={format_offset(0)}", expect=(410,))
+    api("GET", S + "ret/state?offset=-1")  # the snapshot, then the history after it
+
+    # The next fold starts from the snapshot; once recorded, the replaced one is retired.
+    api("POST", S + "ret/state", rows(32, 20), **json_type)
+    api("POST", S + "ret/state", rows(0, 12, "upsert"), **json_type)
+    assert seal({"path": "ret/state"})["segments_written"] >= 1
+    again = retain()
+    assert again["streams_compacted"] == 1, again
+    again = retain()
+    assert again["cuts_recorded"] == 1 and again["items_retired"] >= 2, again
+    api("GET", S + "ret/state?offset=-1")
+
+    assert retention_entries(table) == ["ret/age", "ret/bytes", "ret/other", "ret/state"]
+
+    # Every kind of call a run makes, each made by the sealer function.
+    assert {r["function"] for r in runs} == {"SealerFunction"}
+    made = {(r["service"], r["operation"]) for r in runs}
+    transactions = {tuple(map(tuple, r["TransactItems"])) for r in runs if "TransactItems" in r}
+    assert made == {
+        ("dynamodb", "Query"),  # the list's shards, sealed spans, what lies below a cut
+        ("dynamodb", "GetItem"),  # each listed stream
+        ("dynamodb", "TransactWriteItems"),  # a cut announced, with its snapshot item
+        ("dynamodb", "UpdateItem"),  # a cut recorded, a compaction refused
+        ("dynamodb", "BatchWriteItem"),  # history below a cut retired
+        ("dynamodb", "DeleteItem"),  # a gone stream's entry
+        ("s3", "GetObject"),  # sealed history and the snapshot folded again
+        ("s3", "PutObject"),  # a snapshot
+    }, made
+    assert transactions == {(("Update", table),), (("Put", table), ("Update", table))}
+    read = [r["Key"] for r in runs if r["operation"] == "GetObject"]
+    assert any("/snap-" in key for key in read), read  # the second fold read the first snapshot
+
+
+def retention_entries(table: str) -> list[str]:
+    """The paths the retention runs' list names."""
+    from durable_streams_aws.core.storage import _items as items
+
+    with acting_as("setup"):
+        dynamodb = boto3.client("dynamodb")
+        scanned = dynamodb.get_paginator("scan").paginate(TableName=table)
+        return sorted(
+            i["path"]["S"]
+            for page in scanned
+            for i in page["Items"]
+            if i["pk"]["S"].startswith(items.RETENTION_PREFIX)
+        )
+
+
 def collector_flows(functions: Functions, table: str) -> dict[str, int]:
     """Deleted streams' incarnations once their grace has passed, and an expired stream
     nobody touched since."""
@@ -418,6 +539,7 @@ def main(config_path: str, record_path: str) -> None:
         functions.invoke("SubscriptionFunction", {"source": "aws.events"})  # the sweep
         run_queue(functions, config["queue_url"], quiet_seconds=1.0)
         sealer_flows(api, functions, config["table"])
+        retention_flows(api, functions, config["table"])
         collector_flows(functions, config["table"])
     finally:
         receiver.shutdown()

@@ -42,16 +42,20 @@ from durable_streams_aws.infra.emulator import Emulator
 
 HERE = Path(__file__).resolve().parent
 # The flows run with the template's defaults except these, which a deployment may choose too:
-# listing on (to run its route), a short long-poll, and small segments and seal marks (so that
-# a few hundred kilobytes seal into segments that grow).
+# listing on (to run its route), a short long-poll, small segments and seal marks (so that
+# a few hundred kilobytes seal into segments that grow), and compaction of any sealed history.
 PARAMETERS = {
     "EnableListing": "true",
     "LongPollTimeout": "1",
     "SealHotBytes": "1024",
     "SegmentBytes": "65536",
+    "CompactionMinBytes": "1",
 }
 # The webhook receiver is on this machine, which a deployment refuses unless told.
 TEST_ONLY_ENV = {"DS_WEBHOOK_ALLOW_LOCALHOST": "true"}
+# Per function: retention cuts that take effect at once (a deployment announces them as long
+# ahead as a cache may keep a read), so that one run announces a cut and the next records it.
+TEST_ONLY_FUNCTION_ENV = {"SealerFunction": {"DS_RETENTION_DELAY": "0"}}
 
 # Grants no flow of the function's code uses, each for a reason.
 DELIBERATE = {
@@ -135,7 +139,11 @@ def _create_stack(emulator: Emulator, translated: dict[str, Any]) -> tuple[Stack
         "functions": {
             name: {
                 "handler": stack.handler(name),
-                "env": {**stack.environment(name), **TEST_ONLY_ENV},
+                "env": {
+                    **stack.environment(name),
+                    **TEST_ONLY_ENV,
+                    **TEST_ONLY_FUNCTION_ENV.get(name, {}),
+                },
             }
             for name in stack.functions()
         },

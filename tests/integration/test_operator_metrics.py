@@ -10,10 +10,14 @@ import sys
 from typing import Any
 
 import pytest
-from support import emf_records, invoke_function, values_of
+from support import emf_records, invoke_function, store_on, values_of
 
 from durable_streams_aws.core.config import Settings
+from durable_streams_aws.core.protocol.append import AppendIntent
+from durable_streams_aws.core.protocol.retention import RetentionPolicy
 from durable_streams_aws.core.runtime import build_backend, ensure_resources
+from durable_streams_aws.core.storage import CreateSpec, CreateStatus, Payload, Sealer, SealPolicy
+from durable_streams_aws.core.storage.retention import RetentionReport
 from durable_streams_aws.core.telemetry import Metric
 from durable_streams_aws.infra.emulator import Emulator
 from durable_streams_aws.infra.lambda_bridge import function_url_event, lambda_environment
@@ -22,6 +26,7 @@ pytestmark = pytest.mark.integration
 
 TEXT = [("content-type", "text/plain")]
 TAIL = "0000000000000000_0000000000000009"  # after "hello" and "once"
+JSON = "application/json"
 
 
 def dimensions_of(records: list[dict[str, Any]], name: str) -> list[dict[str, str]]:
@@ -115,6 +120,74 @@ def test_the_sealer_and_the_collector_report_their_runs(emulator: Emulator) -> N
     records = emf_records(lines)
     for metric in ("IncarnationsCollected", "ObjectsCollected", "OrphansCollected"):
         assert values_of(records, metric) == [0.0], metric
+
+
+def test_the_sealer_reports_its_retention_runs(emulator: Emulator) -> None:
+    """The retention schedule's event (`{"job": "retention"}`): the run's report as the
+    answer, and its figures as EMF metrics, an idle figure as 0."""
+    table = bucket = "ops-retention"
+    backend = build_backend(Settings(table=table, bucket=bucket), endpoint=emulator.endpoint)
+    ensure_resources(backend)
+    store = store_on(backend)
+    compact, sized = RetentionPolicy(compact=True), RetentionPolicy(max_bytes=3000)
+    for path, policy in (("state", compact), ("other", compact), ("sized", sized)):
+        assert store.create(path, CreateSpec(JSON, retention=policy)).status is CreateStatus.CREATED
+
+    def change(n: int, operation: str) -> bytes:
+        row = {"type": "row", "key": f"k{n % 7}", "value": {"n": n}}
+        return json.dumps({**row, "headers": {"operation": operation}}).encode()
+
+    changes = [change(n, "insert" if n < 7 else "update") for n in range(40)]
+    padded = [b'{"n":%d,"pad":"%s"}' % (n, b"x" * 40) for n in range(200)]
+    for path, messages in (("state", changes), ("other", padded[:20]), ("sized", padded)):
+        for at in range(0, len(messages), 10):
+            batch = messages[at : at + 10]
+            appended = store.append(
+                path,
+                AppendIntent(JSON, True, False),
+                Payload(b"".join(batch), tuple(map(len, batch))),
+            )
+            assert appended.decision is not None and appended.decision.commits
+        Sealer(store, SealPolicy(segment_bytes=2000, hot_bytes=0, page_bytes=500)).seal(path)
+    env = {
+        **os.environ,
+        **lambda_environment(emulator.endpoint, table, bucket),
+        "DS_RETENTION_DELAY": "0",  # a cut takes effect at once: the second run records it
+        "DS_COMPACTION_MIN_BYTES": "1",
+    }
+    job = {"job": "retention"}
+    answers, lines = invoke_function(
+        "durable_streams_aws.functions.sealer.handler", [job, job], env
+    )
+
+    state, kept = store.get("state"), store.get("sized")
+    assert state is not None and kept is not None
+    snapshot = state.retained.snapshot
+    assert snapshot is not None and state.retained.start == state.tail
+    assert 0 < kept.retained.start <= kept.tail - 3000
+    idle = {name: 0 for name in RetentionReport().as_dict()}
+    assert answers == [
+        {
+            **idle,
+            "streams_examined": 3,
+            "cuts_announced": 2,  # the fold of "state", and "sized" by size
+            "bytes_dropped": kept.retained.start,
+            "streams_compacted": 1,
+            "bytes_compacted": state.tail,
+            "snapshot_bytes": snapshot.size,
+            "compactions_refused": 1,  # "other" holds no State Protocol changes
+        },
+        {**idle, "streams_examined": 3, "cuts_recorded": 2},
+    ]
+    records = emf_records(lines)
+    assert values_of(records, "RetentionCuts") == [2.0, 0.0]
+    assert values_of(records, "BytesDropped") == [float(kept.retained.start), 0.0]
+    assert values_of(records, "StreamsCompacted") == [1.0, 0.0]
+    assert values_of(records, "BytesCompacted") == [float(state.tail), 0.0]
+    assert values_of(records, "SnapshotBytes") == [float(snapshot.size), 0.0]
+    assert values_of(records, "CompactionsRefused") == [1.0, 0.0]
+    assert values_of(records, "RetentionFailures") == [0.0, 0.0]
+    assert values_of(records, "StreamsSealed") == [], "a retention run is no sealing run"
 
 
 _REFUSED_COLLECTION = """
