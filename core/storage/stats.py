@@ -4,6 +4,10 @@ One pass over the table (a Scan, page by page, with a progress callback for larg
 classifies each item by its key (`_items` describes the layout), and one listing of the
 bucket's data prefix counts the objects. Figures are a snapshot: writers may move on while the
 scan runs, and a stream deleted meanwhile may be counted by halves.
+
+Retention (`core.storage.retention`) is read off the stream items: their policy, where their
+retained data starts at the time of the scan (a cut counts once it is effective, recorded or
+not), the snapshot a compaction left, the cut announced and why compaction was refused.
 """
 
 from __future__ import annotations
@@ -12,11 +16,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..protocol.retention import stored_policy
 from . import _items as items
 from ._chunk_layout import DATA_ROOT, decode_chunk
 from .aws import call, pages
+from .model import StreamInfo
 
 Progress = Callable[[int], None]
+# How many of the streams refused compaction the report names (all are counted).
+REFUSALS_LISTED = 20
 
 
 @dataclass
@@ -36,6 +44,15 @@ class StoreStats:
     subscription_links: int = 0
     links_behind: int = 0  # linked streams with data past their subscription's ack
     subscription_backlog_bytes: int = 0
+    streams_with_retention: int = 0  # a max-age and/or max-bytes policy
+    streams_with_compaction: int = 0  # the compact policy
+    bytes_dropped_by_retention: int = 0  # below the retained start of streams without snapshot
+    snapshots: int = 0  # the streams' current snapshots (a fork's, its source's)
+    bytes_compacted: int = 0  # the history they stand for
+    snapshot_bytes: int = 0  # ... and their own size
+    cuts_pending: int = 0  # announced and not yet recorded by a retention run
+    streams_refused_compaction: int = 0
+    compaction_refused: list[dict[str, str]] = field(default_factory=list)  # the first few
     table_items: int = 0
     s3_objects: int = 0
     s3_bytes: int = 0
@@ -52,19 +69,22 @@ class StoreStats:
 
 @dataclass
 class _Tails:
-    """What the links' backlog is measured against: each stream's tail and incarnation."""
+    """What the links' backlog is measured against: each stream's tail and incarnation; and
+    the snapshots counted (a fork reads its source's: one object, counted once)."""
 
     by_path: dict[str, tuple[str, int]] = field(default_factory=dict)
     links: list[tuple[str, str | None, int]] = field(default_factory=list)
+    snapshots: set[str] = field(default_factory=set)
 
 
 def gather_stats(store: Any, progress: Progress | None = None) -> StoreStats:
     """Figures for the store's table and bucket (`store`: a `DynamoStore`)."""
     stats = StoreStats()
     tails = _Tails()
+    now = store.clock()
     for item in _scan(store.dynamodb, store.table, progress):
         stats.table_items += 1
-        _count(stats, tails, item)
+        _count(stats, tails, item, now)
     for path, incarnation, acked in tails.links:
         stream = tails.by_path.get(path)
         if stream is None:
@@ -101,15 +121,18 @@ def _objects(s3: Any, bucket: str) -> Iterator[int]:
         request["ContinuationToken"] = response["NextContinuationToken"]
 
 
-def _count(stats: StoreStats, tails: _Tails, item: items.Item) -> None:
+def _count(stats: StoreStats, tails: _Tails, item: items.Item, now: float) -> None:
     partition, sort = item["pk"]["S"], item["sk"]["S"]
     if partition.startswith(items.STREAM_PREFIX):
         if sort == items.META:
-            _count_stream(stats, tails, partition[len(items.STREAM_PREFIX) :], item)
+            _count_stream(stats, tails, partition[len(items.STREAM_PREFIX) :], item, now)
         else:
             stats.producers += 1
     elif partition.startswith(items.CHUNK_PREFIX):
-        _count_chunk(stats, item)
+        # The same partition names a compaction's snapshots (`a#<at>`): counted from the
+        # stream items, which say which snapshot is the stream's.
+        if not sort.startswith(items.SNAPSHOT_SORT_PREFIX):
+            _count_chunk(stats, item)
     elif partition.startswith(items.SEAL_PREFIX):
         stats.marks_waiting += 1
     elif partition.startswith(items.RETIRE_PREFIX):
@@ -123,7 +146,9 @@ def _count(stats: StoreStats, tails: _Tails, item: items.Item) -> None:
         tails.links.append((sort, incarnation, int(item.get("acked", {}).get("N", "0"))))
 
 
-def _count_stream(stats: StoreStats, tails: _Tails, path: str, item: items.Item) -> None:
+def _count_stream(
+    stats: StoreStats, tails: _Tails, path: str, item: items.Item, now: float
+) -> None:
     info = items.decode_stream(path, item)
     if info.soft_deleted:
         stats.streams_soft_deleted += 1
@@ -132,6 +157,33 @@ def _count_stream(stats: StoreStats, tails: _Tails, path: str, item: items.Item)
     stats.streams_closed += info.closed
     stats.stream_bytes += info.tail
     tails.by_path[path] = (info.incarnation, info.tail)
+    _count_retention(stats, tails, info, now)
+
+
+def _count_retention(stats: StoreStats, tails: _Tails, info: StreamInfo, now: float) -> None:
+    policy = stored_policy(info.retention)
+    if policy is not None:
+        if policy.compact:
+            stats.streams_with_compaction += 1
+        else:
+            stats.streams_with_retention += 1
+    # By what the stream holds rather than by its policy: a fork keeps its source's snapshot
+    # (and retained start) whatever policy it has of its own.
+    retained = info.retained_now(now)
+    if retained.snapshot is None:
+        stats.bytes_dropped_by_retention += retained.start
+    elif retained.snapshot.key not in tails.snapshots:
+        tails.snapshots.add(retained.snapshot.key)
+        stats.snapshots += 1
+        stats.bytes_compacted += retained.snapshot.folded
+        stats.snapshot_bytes += retained.snapshot.size
+    if info.pending_cut is not None:
+        stats.cuts_pending += 1
+    if info.compaction_refused is not None:
+        stats.streams_refused_compaction += 1
+        if len(stats.compaction_refused) < REFUSALS_LISTED:
+            entry = {"path": info.path, "reason": info.compaction_refused}
+            stats.compaction_refused.append(entry)
 
 
 def _count_chunk(stats: StoreStats, item: items.Item) -> None:

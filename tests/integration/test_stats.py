@@ -1,5 +1,6 @@
 """`dsaws stats`: the figures of a store, counted from its table and bucket, before and after
-the sealer and the collector have run, and through the command on a stopped server's data."""
+the sealer and the collector have run, with streams kept by size and compacted (cuts pending,
+in effect and recorded, refusals), and through the command on a stopped server's data."""
 
 from __future__ import annotations
 
@@ -10,11 +11,25 @@ from pathlib import Path
 import httpx
 import pytest
 from starlette.testclient import TestClient
-from support import ServerProcess, run_dsaws
+from support import FakeClock, ServerProcess, run_dsaws, store_on
 
 from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.protocol.append import AppendIntent
+from durable_streams_aws.core.protocol.retention import RetentionPolicy
 from durable_streams_aws.core.runtime import Backend
-from durable_streams_aws.core.storage import Collector, Sealer, SealPolicy, gather_stats
+from durable_streams_aws.core.storage import (
+    Collector,
+    CreateSpec,
+    CreateStatus,
+    DynamoStore,
+    ForkRequest,
+    Payload,
+    Sealer,
+    SealPolicy,
+    gather_stats,
+)
+from durable_streams_aws.core.storage import stats as stats_module
+from durable_streams_aws.core.storage.retention import RetentionRun
 
 pytestmark = [pytest.mark.integration, pytest.mark.both_dynamodbs]
 
@@ -69,6 +84,93 @@ def test_stats_count_streams_bytes_marks_and_subscription_backlog(backend: Backe
     assert set(report) >= {"streams", "bytes_sealed", "marks_waiting", "subscription_backlog_bytes"}
 
 
+JSON = "application/json"
+SMALL_SEGMENTS = SealPolicy(segment_bytes=2000, hot_bytes=0, page_bytes=500)
+
+
+def append(store: DynamoStore, path: str, messages: list[bytes]) -> None:
+    payload = Payload(b"".join(messages), tuple(map(len, messages)))
+    outcome = store.append(path, AppendIntent(JSON, True, False), payload)
+    assert outcome.decision is not None and outcome.decision.commits
+
+
+def row(kind: str, key: str, n: int) -> bytes:
+    value = {"n": n, "pad": "p" * 30}
+    message = {"type": "row", "key": key, "value": value, "headers": {"operation": kind}}
+    return json.dumps(message).encode()
+
+
+def test_stats_count_retention_compaction_cuts_and_refusals(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stats_module, "REFUSALS_LISTED", 2)
+    clock = FakeClock()
+    store = store_on(backend, clock=clock)
+    compact, by_size = RetentionPolicy(compact=True), RetentionPolicy(max_bytes=3000)
+    store.create("state", CreateSpec(JSON, retention=compact))
+    inserts = [row("insert", f"k{n}", n) for n in range(10)]
+    updates = [row("update", f"k{n % 10}", n) for n in range(10, 200)]
+    for at in range(0, 200, 20):
+        append(store, "state", (inserts + updates)[at : at + 20])
+    store.create("logs", CreateSpec(JSON, retention=by_size))
+    for at in range(0, 300, 10):
+        append(store, "logs", [b'{"n":%d,"pad":"%s"}' % (n, b"x" * 40) for n in range(at, at + 10)])
+    store.create("plain", CreateSpec(JSON))
+    append(store, "plain", [b'{"n":1}'])
+    for name in ("odd-1", "odd-2", "odd-3"):  # histories compaction cannot fold
+        store.create(name, CreateSpec(JSON, retention=compact))
+        append(store, name, [inserts[0], b'{"just":"json"}'])
+    for path in ("state", "logs", "odd-1", "odd-2", "odd-3"):
+        Sealer(store, SMALL_SEGMENTS).seal(path)
+    state_tail = store.get("state").tail  # type: ignore[union-attr]
+
+    nothing = gather_stats(store)
+    assert (nothing.streams_with_retention, nothing.streams_with_compaction) == (1, 4)
+    assert nothing.bytes_dropped_by_retention == nothing.bytes_compacted == 0
+    assert nothing.snapshots == nothing.cuts_pending == nothing.streams_refused_compaction == 0
+    assert nothing.compaction_refused == []
+
+    report = RetentionRun(store, clock=clock, delay=30, compaction_min_bytes=1).run()
+    assert report.cuts_announced == 2 and report.compactions_refused == 3
+    pending = gather_stats(store)
+    # Announced, not in effect: nothing dropped or compacted yet.
+    assert pending.cuts_pending == 2
+    assert pending.bytes_dropped_by_retention == pending.bytes_compacted == 0
+    assert pending.snapshots == pending.snapshot_bytes == 0
+    assert pending.streams_refused_compaction == 3
+    assert len(pending.compaction_refused) == 2  # bounded; the count says how many
+    for refusal in pending.compaction_refused:
+        assert refusal["path"].startswith("odd-") and "message 1" in refusal["reason"]
+
+    clock.now += 30  # in effect, not yet recorded by a run: counted all the same
+    effective = gather_stats(store)
+    logs, state = store.get("logs"), store.get("state")
+    assert logs is not None and state is not None
+    dropped = logs.retained_now(clock.now).start
+    assert 0 < dropped <= logs.tail - 3000
+    assert effective.bytes_dropped_by_retention == dropped
+    snapshot = state.retained_now(clock.now).snapshot
+    assert snapshot is not None and snapshot.folded == state_tail
+    assert (effective.snapshots, effective.bytes_compacted) == (1, state_tail)
+    assert 0 < effective.snapshot_bytes == snapshot.size < state_tail
+    assert effective.cuts_pending == 2
+
+    assert RetentionRun(store, clock=clock, compaction_min_bytes=1).run().cuts_recorded == 2
+    # A fork reads its source's snapshot: one object, counted once.
+    fork = CreateSpec(None, fork=ForkRequest("state", state_tail))
+    assert store.create("copy", fork).status is CreateStatus.CREATED
+    copy = store.get("copy")
+    assert copy is not None and copy.retained.snapshot == snapshot
+    recorded = gather_stats(store)
+    assert recorded.cuts_pending == 0 and recorded.streams == 7
+    assert recorded.bytes_dropped_by_retention == dropped
+    assert (recorded.snapshots, recorded.bytes_compacted) == (1, state_tail)
+    assert recorded.snapshot_bytes == snapshot.size
+    shown = recorded.as_dict()
+    assert shown["compaction_refused"] == recorded.compaction_refused
+    assert json.loads(json.dumps(shown)) == shown
+
+
 def test_dsaws_stats_reads_a_stopped_servers_data(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     with (
@@ -83,3 +185,5 @@ def test_dsaws_stats_reads_a_stopped_servers_data(tmp_path: Path) -> None:
     report = json.loads(run.stdout)
     assert report["streams"] == 1 and report["stream_bytes"] == 5, report
     assert report["bytes_inline"] == 5 and report["table_items"] >= 2
+    assert report["streams_with_retention"] == report["streams_with_compaction"] == 0
+    assert report["cuts_pending"] == 0 and report["compaction_refused"] == []
