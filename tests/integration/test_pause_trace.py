@@ -66,7 +66,7 @@ def test_the_served_app_s_requests_collections_and_sweeps_are_recorded(tmp_path:
         pass
 
     store: Any = type("Store", (), {"dynamodb": None, "s3": None, "table": "t", "bucket": "b"})()
-    settings = Settings(seal_interval=0, collect_interval=0)
+    settings = Settings(seal_interval=0, collect_interval=0, retention_interval=0)
     serving = prepare(app, settings, store, embedded=True, trace=trace)
     try:
         asyncio.run(serving.asgi({"type": "http", "method": "POST", "path": "/s"}, None, sent))
@@ -91,7 +91,7 @@ def test_without_the_setting_no_trace_is_installed(tmp_path: Path) -> None:
         pass
 
     store: Any = type("Store", (), {"dynamodb": None, "s3": None, "table": "t", "bucket": "b"})()
-    serving = prepare(app, Settings(seal_interval=0, collect_interval=0), store, embedded=True)
+    serving = prepare(app, Settings(seal_interval=0, collect_interval=0, retention_interval=0), store, embedded=True)
     try:
         assert serving.asgi is app
         assert not any(isinstance(getattr(c, "__self__", None), PauseTrace) for c in gc.callbacks)
