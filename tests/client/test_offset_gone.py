@@ -2,13 +2,16 @@
 dropped raises `OffsetGone` naming the earliest offset still kept, on every read path of both
 clients; `on_gone="earliest"` goes on from there and says so on the next batch; HEAD tells the
 earliest offset and the policy, create sends one; and `dsaws read/tail/head/create` say the
-same from the shell. Scripted servers throughout (httpx.MockTransport)."""
+same from the shell. Scripted servers (httpx.MockTransport), then `dsaws serve`: one that keeps
+every policy, and one whose own retention runs cut streams by size and compact them, read at
+offsets they dropped by both clients and by `dsaws read`."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import time
 from typing import Any
 
 import httpx
@@ -534,3 +537,97 @@ def test_a_real_server_keeps_the_policy_a_create_sends(
         assert shown["retention"] == "compact" and shown["earliest_offset"] is None
         refused = dsaws(served, "create", "cli-bad", "--retention", "max-bytes=-1")
         assert refused.returncode == 5 and "Stream-Retention" in refused.stderr
+
+
+# `dsaws serve` sealing everything every 0.2 s into segments of about 500 bytes (pages of 250:
+# a segment ends where a page does), and running retention and compaction every 0.3 s with
+# cuts in effect at once.
+RETAINING = {
+    "DS_SEAL_INTERVAL": "0.2",
+    "DS_SEAL_HOT_BYTES": "0",
+    "DS_SEGMENT_BYTES": "500",
+    "DS_SEAL_PAGE_BYTES": "250",
+    "DS_RETENTION_INTERVAL": "0.3",
+    "DS_RETENTION_DELAY": "0",
+    "DS_COMPACTION_MIN_BYTES": "1",
+}
+
+
+@pytest.fixture(scope="module")
+def retaining() -> Any:
+    from support import ServerProcess
+
+    with ServerProcess("--long-poll-timeout", "1", env=RETAINING) as server:
+        yield f"{server.base_url}/v1/stream"
+
+
+def settled_earliest(stream: DurableStream, within: float = 30.0) -> Offset:
+    """The stream's earliest offset once the server's runs have cut it and stopped moving it
+    (the same twice in a row). It asks every 1.5 s: the sealer and the retention run of
+    `dsaws serve` wait for a second without requests, and a HEAD is one. (The test then asks
+    without such pauses, so the runs keep waiting meanwhile.)"""
+    deadline = time.monotonic() + within
+    earliest = None
+    while time.monotonic() < deadline:
+        time.sleep(1.5)
+        now = stream.head().earliest_offset
+        if now is not None and now == earliest:
+            return now
+        earliest = now
+    raise AssertionError(f"no settled earliest offset within {within} s (last: {earliest})")
+
+
+def state_change(n: int) -> dict[str, Any]:
+    kind = "insert" if n < 5 else "update"
+    return {"type": "row", "key": f"k{n % 5}", "value": {"n": n}, "headers": {"operation": kind}}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("policy", ["max-bytes=1000", "compact"])
+def test_a_real_servers_retention_run_makes_old_offsets_offset_gone(
+    open_stream: StreamOpener, retaining: str, policy: str
+) -> None:
+    """Written, sealed and cut by the server's own runs: a read at an offset handed out before
+    the cut raises OffsetGone naming the earliest offset (a plain one, or a snapshot's token),
+    `on_gone="earliest"` reads on from there, and `dsaws read` exits 9 saying where to start."""
+    name = f"cut-{policy.split('=')[0]}-{open_stream.flavour}"
+    written = [
+        state_change(n) if policy == "compact" else {"n": n, "pad": "x" * 30} for n in range(60)
+    ]
+    with open_stream(f"{retaining}/{name}") as stream:
+        assert stream.create("application/json", retention=policy).retention == policy
+        offsets = [stream.append([message]) for message in written]
+        earliest = settled_earliest(stream)
+        old = offsets[0]
+        assert old < earliest
+
+        with pytest.raises(OffsetGone) as raised:
+            list(stream.read(old))
+        assert raised.value.status == 410
+        assert raised.value.offset == old and raised.value.earliest_offset == earliest
+
+        batches = list(stream.read(old, on_gone="earliest"))
+        assert batches[0].skipped_from == old and batches[0].offset == earliest
+        assert all(batch.skipped_from is None for batch in batches[1:])
+        assert batches[-1].next_offset == offsets[-1]
+        kept = messages(batches)
+        if policy == "compact":
+            assert str(earliest).endswith("_s")
+            assert kept[0] == {"headers": {"control": "snapshot-start"}}
+            rows = {m["key"]: m["value"] for m in kept if "key" in m}
+            assert rows == {f"k{k}": {"n": 55 + k} for k in range(5)}  # the last of each
+        else:
+            assert earliest in offsets and 0 < len(kept) < len(written)
+            assert kept == written[offsets.index(earliest) + 1 :]
+            assert len(json.dumps(kept)) >= 1000  # at least the newest 1000 bytes kept
+
+    if open_stream.flavour == "sync":
+        refused = dsaws(retaining, "read", name, "--from", str(old))
+        assert refused.returncode == 9 and refused.stdout == ""
+        (line,) = refused.stderr.splitlines()
+        assert line.startswith("dsaws read: ") and str(old) in line
+        assert f"--from {earliest}" in line and "--from-earliest" in line
+        going_on = dsaws(retaining, "read", name, "--from", str(old), "--from-earliest")
+        assert going_on.returncode == 0, going_on.stderr
+        assert [json.loads(line) for line in going_on.stdout.splitlines()] == kept
+        assert f"going on from {earliest}" in going_on.stderr
