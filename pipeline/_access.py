@@ -3,8 +3,9 @@
 job's path: no function in between, and ranges split at stored chunk boundaries).
 
 Both hand back the store's own `ReadBatch` values (positions, and whole messages for JSON),
-so that rows are made one way whatever the origin. Executors build their clients when a
-partition is read: only the `Origin` is pickled.
+so that rows are made one way whatever the origin; a range that starts at a compacted stream's
+snapshot token begins with a `SnapshotRead` (the snapshot's messages), then the history after
+it. Executors build their clients when a partition is read: only the `Origin` is pickled.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from durable_streams_aws.client import (
 from durable_streams_aws.core.protocol.headers import is_json
 from durable_streams_aws.core.protocol.jsonmode import split_messages
 from durable_streams_aws.core.protocol.offsets import format_offset, parse_offset
-from durable_streams_aws.core.storage import ReadBatch, StreamInfo
+from durable_streams_aws.core.storage import ReadBatch, Snapshot, StreamInfo
 
-from ._plan import Origin, StreamSlice, StreamState, position
+from ._plan import BEGINNING, FIRST, Origin, StreamSlice, StreamState, position, rank
+from ._rows import SnapshotRead
 
 # How much one direct read asks the store for (the store's reads are a DynamoDB query page
 # plus ranged S3 GETs, so larger reads mean fewer calls).
@@ -39,7 +41,7 @@ class Access(Protocol):
 
     def state(self, stream: str) -> StreamState | None: ...
 
-    def read(self, piece: StreamSlice) -> Iterator[ReadBatch]: ...
+    def read(self, piece: StreamSlice) -> Iterator[ReadBatch | SnapshotRead]: ...
 
     def split(self, piece: StreamSlice, every: int) -> list[StreamSlice]: ...
 
@@ -65,12 +67,19 @@ class HttpAccess:
         earliest = info.earliest_offset.token if info.earliest_offset is not None else None
         return StreamState(info.next_offset.token, info.content_type, earliest)
 
-    def read(self, piece: StreamSlice) -> Iterator[ReadBatch]:
+    def read(self, piece: StreamSlice) -> Iterator[ReadBatch | SnapshotRead]:
         json_stream = is_json(piece.content_type)
+        # "-1" would read a stream compacted since planning from its snapshot, unannounced:
+        # its first offset answers 410 then, which the read handles as any other loss.
+        start_at = FIRST if piece.start == BEGINNING else piece.start
         with DurableStream(self.origin.stream_url(piece.stream), token=self.origin.token) as handle:
-            for batch in handle.read(Offset(piece.start), until=Offset(piece.end)):
-                start = position(batch.offset.token)
+            for batch in handle.read(Offset(start_at), until=Offset(piece.end)):
                 end = position(batch.next_offset.token)
+                begun = parse_offset(batch.offset.token)
+                if begun.snapshot:  # the snapshot, then the history after it
+                    yield from _after_snapshot(batch.offset.token, batch.data, end, piece.stream)
+                    continue
+                start = begun.at
                 if json_stream:
                     messages = tuple(split_messages(batch.data, allow_empty_array=True))
                     yield ReadBatch(start, end, messages=messages)
@@ -112,13 +121,19 @@ class StorageAccess:
             return None
         return StreamState(format_offset(info.tail), info.content_type, _earliest(info))
 
-    def read(self, piece: StreamSlice) -> Iterator[ReadBatch]:
+    def read(self, piece: StreamSlice) -> Iterator[ReadBatch | SnapshotRead]:
         info = self.store.get(piece.stream)
         if info is None or info.soft_deleted:
             raise StreamNotFound(f"stream {piece.stream!r} was deleted while being read")
-        at, end = position(piece.start), position(piece.end)
+        end = position(piece.end)
         if end > info.tail:
             raise StreamNotFound(f"stream {piece.stream!r} was re-created while being read")
+        if piece.start != BEGINNING and parse_offset(piece.start).snapshot:
+            snapshot = self._snapshot(info, piece.start)
+            yield SnapshotRead(piece.start, self.store.snapshot_messages(snapshot))
+            at = snapshot.at
+        else:
+            at = position(piece.start)
         while at < end:
             earliest = _earliest(info)  # a cut announced may take effect while this reads
             if earliest is not None and at < info.retained_now(time.time()).start:
@@ -134,11 +149,28 @@ class StorageAccess:
             yield batch
             at = batch.end
 
+    def _snapshot(self, info: StreamInfo, token: str) -> Snapshot:
+        """The stream's snapshot named by `token`, as a read at it over HTTP finds it: gone
+        once a later compaction replaced it (or a cut dropped what follows it)."""
+        at = parse_offset(token).at
+        retained = info.retained_now(time.time())
+        if retained.snapshot is not None and retained.snapshot.at == at:
+            return retained.snapshot
+        if at > retained.start:
+            raise ValueError(f"stream {info.path!r} has no snapshot at {token}")
+        raise OffsetGone(
+            f"stream {info.path!r}: offset {token} is no longer kept (the earliest offset "
+            f"kept is {retained.earliest_offset})",
+            offset=Offset(token),
+            earliest_offset=Offset(retained.earliest_offset),
+        )
+
     def split(self, piece: StreamSlice, every: int) -> list[StreamSlice]:
         info = self.store.get(piece.stream)
         if info is None:
             return [piece]
-        start, end = position(piece.start), position(piece.end)
+        # A range from a snapshot's token: its first part holds the snapshot.
+        start, end = rank(piece.start)[0], position(piece.end)
         cuts, last = [], start
         for boundary in self.store.boundaries(info, start, end):
             if boundary - last >= every:
@@ -146,6 +178,25 @@ class StorageAccess:
                 last = boundary
         edges = [piece.start, *(format_offset(cut) for cut in cuts), piece.end]
         return [StreamSlice(piece.stream, lo, hi, piece.content_type) for lo, hi in pairwise(edges)]
+
+
+def _after_snapshot(
+    token: str, data: bytes, end: int, stream: str
+) -> Iterator[ReadBatch | SnapshotRead]:
+    """A response read at a compacted stream's snapshot token: the snapshot's messages, then
+    the history from where it goes on up to `end`. Offsets count the history's bytes, so the
+    messages that make up the last `end - at` bytes are the history; the rest, the snapshot."""
+    at = parse_offset(token).at
+    messages = tuple(split_messages(data, allow_empty_array=True))
+    cut, history = len(messages), 0
+    while history < end - at and cut > 0:
+        cut -= 1
+        history += len(messages[cut])
+    if history != end - at:
+        raise ValueError(f"{stream}: the history after snapshot {token} does not end at {end}")
+    yield SnapshotRead(token, messages[:cut])
+    if cut < len(messages):
+        yield ReadBatch(at, end, messages=messages[cut:])
 
 
 def _earliest(info: StreamInfo) -> str | None:

@@ -95,6 +95,12 @@ class ReadOptions:
             unknown = sorted(set(given or ()) - set(streams)) if prefix is None else []
             if unknown:
                 raise OptionError(f"{name} names streams that are not read: {', '.join(unknown)}")
+        snapshots = sorted(s for s, token in (ending or {}).items() if is_snapshot(token))
+        if snapshots:
+            raise OptionError(
+                f"endingOffsets: a snapshot's offset (..._s) names no position to end at "
+                f"({', '.join(snapshots)}): end at a plain offset"
+            )
         json_schema = (options.get("jsonschema") or "").strip() or None
         return cls(
             origin,
@@ -114,7 +120,8 @@ class ReadOptions:
 
 def _offsets(value: str | None, keyword: str, name: str) -> dict[str, str] | None:
     """`keyword` (or nothing) means the default for every stream (None); otherwise a JSON
-    object of stream -> offset ("-1" or an offset this server gave out)."""
+    object of stream -> offset ("-1" or an offset this server gave out, a compacted stream's
+    snapshot token included)."""
     if value is None or value.strip() == keyword:
         return None
     try:
@@ -150,12 +157,18 @@ def positive_option(options: Mapping[str, str], name: str) -> int | None:
 
 
 def is_offset(token: str) -> bool:
-    """Whether `token` is "-1" or an offset this server gives out."""
+    """Whether `token` is "-1" or an offset this server gives out (a snapshot's included)."""
     try:
-        position(token)
+        rank(token)
     except ValueError:
         return False
     return True
+
+
+def is_snapshot(token: str) -> bool:
+    """Whether `token` is a compacted stream's snapshot token (`..._s`): it names no byte
+    position, and a read at it returns the snapshot, then the history after it."""
+    return is_offset(token) and token != BEGINNING and parse_offset(token).snapshot
 
 
 def position(token: str) -> int:
@@ -167,6 +180,19 @@ def position(token: str) -> int:
         return parse_position(token)
     except ProtocolError:
         raise ValueError(f"not an offset of this server: {token!r}") from None
+
+
+def rank(token: str) -> tuple[int, int]:
+    """Where `token` lies, for ranges: its byte position, a snapshot's token just before the
+    position its history goes on at (after every position below). "-1" is position 0; an
+    offset inside an append (`_i`) ranks with its position, as ranges always compared them."""
+    if token == BEGINNING:
+        return (0, 1)
+    try:
+        parsed = parse_offset(token)
+    except ProtocolError:
+        raise ValueError(f"not an offset of this server: {token!r}") from None
+    return (parsed.at, 0) if parsed.snapshot else (parsed.at, 1)
 
 
 @dataclass(frozen=True)
@@ -205,25 +231,26 @@ def plan_slices(
             if stream not in listed:
                 lost(options, f"stream {stream!r} does not exist (deleted?)")
             continue
-        if position(start) > position(state.tail):
+        if rank(start) > rank(state.tail):
             lost(options, f"stream {stream!r} ends before {start} (deleted and re-created?)")
             start = BEGINNING
         end = state.tail if options.ending is None else options.ending.get(stream, state.tail)
-        if position(end) > position(state.tail):
+        if rank(end) > rank(state.tail):
             raise OptionError(f"endingOffsets: stream {stream!r} ends before {end}")
         if state.earliest is not None:  # retention dropped data before it
             asked = FIRST if start == BEGINNING else start
             if start == BEGINNING and not before(end, retained_from(state.earliest)):
-                start = retained_from(state.earliest)  # the beginning kept: nothing is lost
+                # The beginning kept (a compacted stream's snapshot first): nothing is lost.
+                start = state.earliest
             elif before(asked, state.earliest):
                 skipped = after_gone(stream, asked, state.earliest, end, options.fail_on_data_loss)
                 log.warning("%s", skipped)
                 if skipped.resume is None:
                     continue
                 start = skipped.resume
-        if position(end) < position(start):
+        if rank(end) < rank(start):
             raise OptionError(f"endingOffsets: stream {stream!r} ends before it starts")
-        if position(end) != position(start):
+        if rank(end) != rank(start):
             slices.append(StreamSlice(stream, start, end, state.content_type))
     return slices
 
@@ -274,12 +301,22 @@ def after_gone(
     before the loss (its end already in Spark's offset log) reads on from the earliest offset
     kept up to that end, or reads nothing when the loss reaches past it, and the next batch
     starts at that end. A replay reads the same rows, unless retention dropped more meanwhile
-    (which is data loss again)."""
+    (which is data loss again).
+
+    Where a compacted stream is read on from depends on where the read began: one from the
+    beginning (the first offset, or an earlier snapshot's token) reads on from the snapshot
+    kept, so that it still has the stream's whole state; one from a plain offset has read
+    part of the history already, and reads on where the history after the snapshot goes on."""
     if earliest is not None and not before(asked, earliest):
         # The server says both that `asked` is gone and that it is kept: reading on from the
         # earliest offset would ask for it again, for ever.
         raise DataLoss(f"stream {stream!r}: offset {asked} is gone, yet not before {earliest}")
-    resume = retained_from(earliest) if earliest is not None else BEGINNING
+    if earliest is None:
+        resume = BEGINNING
+    elif asked in (BEGINNING, FIRST) or is_snapshot(asked):
+        resume = earliest
+    else:
+        resume = retained_from(earliest)
     skipped = Skipped(
         stream, asked, earliest, resume if resume == BEGINNING or before(resume, end) else None
     )
@@ -291,10 +328,9 @@ def after_gone(
 
 
 def retained_from(earliest: str) -> str:
-    """Where the source reads on from, given a stream's earliest offset: that offset, or for
-    a compacted stream's snapshot (`..._s`) the offset where the history after it goes on.
-    The snapshot's rows were never at any offset of the stream, so rows with offsets (what
-    the source reads, and checkpoints) start after it."""
+    """Where the history goes on, given a stream's earliest offset: that offset, or for a
+    compacted stream's snapshot (`..._s`) the plain offset after it (a read that has rows of
+    the history already reads on there, without the snapshot)."""
     parsed = parse_offset(earliest)
     return format_offset(parsed.at) if parsed.snapshot else earliest
 

@@ -42,7 +42,7 @@ def export(spark: Any, read_options: dict[str, str], output: str) -> ExportRepor
     before, held = _standing(existing)
     options = dict(read_options)
     if before:
-        starting = _still_read(before, options)
+        starting = {s: _resumed(offset) for s, offset in _still_read(before, options).items()}
         _refuse_recreated(starting, options)
         options["startingOffsets"] = json.dumps(starting)
     reader = spark.read.format("durable_streams")
@@ -69,6 +69,14 @@ def _still_read(offsets: dict[str, str], options: dict[str, str]) -> dict[str, s
     for key in ("stream", "streams"):
         named |= {s.strip().strip("/") for s in options.get(key, "").split(",") if s.strip()}
     return {s: offset for s, offset in offsets.items() if s in named}
+
+
+def _resumed(offset: str) -> str:
+    """Where a stream is read on from, given the greatest offset exported of it: there, or
+    after a compacted stream's snapshot when that is all it had (its rows carry its token)."""
+    from durable_streams_aws.pipeline._plan import is_snapshot, retained_from
+
+    return retained_from(offset) if is_snapshot(offset) else offset
 
 
 def _check_columns(new: Any, existing: Any) -> None:

@@ -6,6 +6,8 @@ same rows. `maxMessagesPerTrigger` and `maxBytesPerTrigger` bound a micro-batch 
 between the streams); `Trigger.AvailableNow` reads up to the tails seen when the query starts.
 A start that a stream's retention policy dropped is data loss (`_plan.after_gone`): the query
 fails, or reads on from the earliest offset kept up to the end each micro-batch was planned with.
+A compacted stream new to the query starts at its snapshot's token: its first micro-batch
+reads the snapshot (taken whole by admission control), then the history after it.
 """
 
 from __future__ import annotations
@@ -41,11 +43,10 @@ from ._plan import (
     before,
     log,
     lost,
-    position,
     positive_option,
-    retained_from,
+    rank,
 )
-from ._rows import rows
+from ._rows import SnapshotRead, rows
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -80,9 +81,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def _first(self, stream: str) -> str:
-        """Where a stream new to the query starts: its earliest offset kept."""
-        earliest = self.earliest.get(stream)
-        return retained_from(earliest) if earliest is not None else FIRST
+        """Where a stream new to the query starts: its earliest offset kept (a compacted
+        stream's snapshot token: the first micro-batch reads the snapshot, then the history)."""
+        return self.earliest.get(stream, FIRST)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.budget.rows is not None:
@@ -166,7 +167,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         Only the next micro-batch's end is decided from this: its start stays the previous
         end, and its partitions meet the loss again when they read (and skip it the same way)."""
-        if position(tail) < position(start):
+        if rank(tail) < rank(start):
             lost(self.options, f"stream {stream!r} ends before {start} (deleted and re-created?)")
             return self._first(stream)
         earliest = self.earliest.get(stream)
@@ -183,6 +184,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         def pending() -> Iterator[tuple[str, int]]:
             piece = StreamSlice(stream, start, tail, content_type)
             for batch in self.access.read(piece):
+                if isinstance(batch, SnapshotRead):
+                    # Taken whole: a micro-batch ends after the snapshot, or further on.
+                    yield batch.end, batch.size
+                    continue
                 for row in rows(stream, content_type, batch, as_text=False):
                     yield row[1], len(row[2])
 
@@ -203,4 +208,4 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def _from(start: str, end: str) -> str:
     """A micro-batch's start in a stream: an end before its start means the stream was
     re-created shorter, and is read from its beginning (see `_resume_point`)."""
-    return FIRST if position(end) < position(start) else start
+    return FIRST if rank(end) < rank(start) else start

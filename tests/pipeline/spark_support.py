@@ -43,7 +43,9 @@ def run(
 
     def keep(frame: Any, batch_id: int) -> None:
         attempt = len(list(out.glob(f"{batch_id}-*.json")))
-        rows = sorted((r.stream, r.offset, json.loads(r.message)) for r in frame.collect())
+        # By stream and offset; a snapshot's rows share its offset and keep their order.
+        found = [(r.stream, r.offset, json.loads(r.message)) for r in frame.collect()]
+        rows = sorted(found, key=lambda row: row[:2])
         (out / f"{batch_id}-{attempt}.json").write_text(json.dumps(rows))
         if on_batch is not None:
             on_batch(batch_id)
