@@ -260,7 +260,7 @@ class Settings(BaseModel):
         ge=0,
         description="seconds a retention cut is announced before it takes effect, during which "
         "reads of what it drops are cached no longer than until then (default: "
-        "cache_max_age + stale_while_revalidate, the longest a cache may keep a read)",
+        "cache_max_age + stale_while_revalidate + 5, over the longest a cache may keep a read)",
     )
     compaction_min_bytes: int = Field(
         1 * MIB,
@@ -360,7 +360,9 @@ class Settings(BaseModel):
     def retention_delay_seconds(self) -> float:
         if self.retention_delay is not None:
             return self.retention_delay
-        return float(self.cache_max_age + self.stale_while_revalidate)
+        # A few seconds over the longest a cache may keep a read: caches count whole
+        # seconds, and a CDN's clock is not the origin's.
+        return float(self.cache_max_age + self.stale_while_revalidate + 5)
 
     @model_validator(mode="after")
     def _fits_the_host(self) -> Settings:

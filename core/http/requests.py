@@ -279,6 +279,9 @@ class ReadRequest:
     if_none_match: str | None
     until: int | None = None  # the extension's bound: read nothing at or past this position
     access: Allowed = OPEN  # how the reader was let in: decides who may cache the answer
+    # When the read decided where retained data starts (a cut pending then bounds how long
+    # its answer may be cached, even if the cut takes effect while it is being served).
+    decided_at: float | None = None
 
     @property
     def from_now(self) -> bool:

@@ -251,7 +251,9 @@ class StreamEndpoints:
             return r.not_found()
         if info.soft_deleted:
             return r.gone()
-        retained = info.retained_now(time.time())
+        now = time.time()
+        read = replace(read, decided_at=now)
+        retained = info.retained_now(now)
         decided = retained_start(retained, read.start)
         if decided.kind is StartFrom.GONE:
             return r.offset_gone(asked_offset(read.start), retained)
@@ -475,7 +477,9 @@ class StreamEndpoints:
         # What a cut announced will drop is kept by caches only until the cut takes effect:
         # a snapshot's response included, which a later compaction replaces.
         begins = batch.start - 1 if snapshot is not None else batch.start
-        headers["Cache-Control"] = self._cache_control(info, shape, read.access, begins)
+        headers["Cache-Control"] = self._cache_control(
+            info, shape, read.access, begins, read.decided_at
+        )
         if caching.etag_matches(read.if_none_match, tag):
             headers.pop("Content-Type")
             return Response(status_code=304, headers=headers)
@@ -518,11 +522,17 @@ class StreamEndpoints:
         return next_cursor(time.time(), client_cursor, position)
 
     def _cache_control(
-        self, info: StreamInfo, shape: ReadShape, access: Allowed, begins: int | None = None
+        self,
+        info: StreamInfo,
+        shape: ReadShape,
+        access: Allowed,
+        begins: int | None = None,
+        decided_at: float | None = None,
     ) -> str:
         """Shared caches keep what anyone may read; a token's reads are the bearer's alone,
         and a signed URL's reads are kept no longer than the URL is valid. A response that
-        `begins` below a cut announced is kept no longer than until the cut takes effect."""
+        `begins` below a cut that had not taken effect when the read was `decided_at` is kept
+        no longer than until it does (not at all, if it has meanwhile)."""
         rules = self.settings.cache_rules
         if access.private:
             rules = replace(rules, visibility="private")
@@ -530,7 +540,7 @@ class StreamEndpoints:
         ends = [t for t in (info.expiry_time(), access.valid_until) if t is not None]
         if begins is not None and info.pending_cut is not None:
             cut = Cut(info.pending_cut.retained.start, info.pending_cut.effective_at)
-            left = cache_seconds_left(cut, begins, now)
+            left = cache_seconds_left(cut, begins, decided_at or now, now)
             if left is not None:
                 ends.append(now + left)
         seconds_left = min(ends) - now if ends else None

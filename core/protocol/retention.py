@@ -146,9 +146,18 @@ class Cut:
         return now >= self.effective_at
 
 
-def cache_seconds_left(cut: Cut | None, start: int, now: float) -> float | None:
-    """How long a response that begins at `start` may be kept by a shared cache, when a cut
-    not yet effective will drop it (None: no limit from retention)."""
-    if cut is None or start >= cut.at or cut.effective(now):
+# Caches count whole seconds, and nginx keeps an entry to the end of the second it expires
+# in: a response is kept a second less than the time left before a cut takes effect.
+CACHE_CLOCK_MARGIN = 1.0
+
+
+def cache_seconds_left(
+    cut: Cut | None, start: int, decided_at: float, now: float | None = None
+) -> float | None:
+    """How long a response that begins at `start` may be kept by a shared cache, when the
+    read was decided (`decided_at`) before a cut that drops it took effect; it is sent at
+    `now` (None: no limit from retention)."""
+    if cut is None or start >= cut.at or cut.effective(decided_at):
         return None
-    return max(0.0, cut.effective_at - now)
+    sent = decided_at if now is None else now
+    return max(0.0, cut.effective_at - sent - CACHE_CLOCK_MARGIN)

@@ -82,7 +82,7 @@ def reference_source(table: str, source: StreamInfo, position: int, now: float) 
     condition = (
         "#inc = :inc AND attribute_not_exists(#del) AND (#tail >= :position OR #rsv >= :position)"
         " AND (attribute_not_exists(#rf) OR #rf <= :position)"
-        " AND (attribute_not_exists(#cut) OR #cut.#rf <= :position)"
+        " AND (attribute_not_exists(#cutrf) OR #cutrf <= :position)"
     )
     if source.expires_at is not None:
         # Only then: DynamoDB refuses a request with a value its expressions do not use.
@@ -99,7 +99,7 @@ def reference_source(table: str, source: StreamInfo, position: int, now: float) 
         "#rsv": "rsv",
         "#refs": "refs",
         "#rf": "rf",
-        "#cut": "cut",
+        "#cutrf": "cutrf",
     }
     if source.expires_at is not None:
         names["#exp"] = "exp"

@@ -343,12 +343,15 @@ class RetentionRun:
         update: dict[str, Any] = {
             "TableName": self.table,
             "Key": items.stream_key(info.path),
-            "UpdateExpression": "SET #cut = :cut REMOVE #cxr, #cxp",
+            # The cut's start also stands alone, for the fork-create condition: the fast
+            # condition forms of the embedded emulator take no nested paths.
+            "UpdateExpression": "SET #cut = :cut, #cutrf = :cutrf REMOVE #cxr, #cxp",
             "ConditionExpression": "#inc = :inc AND attribute_not_exists(#del)"
             " AND attribute_not_exists(#cut) AND "
             + ("#rf = :rf" if info.retained.dropped else "attribute_not_exists(#rf)"),
             "ExpressionAttributeNames": {
                 "#cut": "cut",
+                "#cutrf": "cutrf",
                 "#cxr": "cxr",
                 "#cxp": "cxp",
                 "#inc": "inc",
@@ -357,6 +360,7 @@ class RetentionRun:
             },
             "ExpressionAttributeValues": {
                 ":cut": items.encode_cut(pending),
+                ":cutrf": items.n(pending.retained.start),
                 ":inc": items.s(info.incarnation),
                 **({":rf": items.n(info.retained.start)} if info.retained.dropped else {}),
             },
@@ -403,14 +407,14 @@ def set_policy(store: DynamoStore, path: str, policy: RetentionPolicy) -> Stream
     raise StoreUnavailable("the stream kept changing")
 
 
-_RETAINED_NAMES = {"#rf": "rf", "#snap": "snap", "#rft": "rft", "#inc": "inc"}
+_RETAINED_NAMES = {"#rf": "rf", "#snap": "snap", "#rft": "rft", "#inc": "inc", "#cutrf": "cutrf"}
 
 
 def _set_retained(retained: Retained) -> str:
     """Record a cut: its retained start and snapshot, in place of the cut pending."""
     if retained.snapshot is not None:
-        return "SET #rf = :rf, #rft = :rft, #snap = :snap REMOVE #cut"
-    return "SET #rf = :rf, #rft = :rft REMOVE #cut, #snap"
+        return "SET #rf = :rf, #rft = :rft, #snap = :snap REMOVE #cut, #cutrf"
+    return "SET #rf = :rf, #rft = :rft REMOVE #cut, #cutrf, #snap"
 
 
 def _retained_values(retained: Retained) -> dict[str, Any]:

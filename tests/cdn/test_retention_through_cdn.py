@@ -235,11 +235,4 @@ def test_once_a_cut_takes_effect_the_cdn_never_serves_what_it_dropped(
         for offset, s in after
         if not after_the_cut(offset, s)
     ]
-    if stale:
-        # Known server defects, reported to the lead; the test passes once they are fixed.
-        pytest.xfail(
-            f"the CDN served what the cut dropped after it took effect: {len(stale)} reads, "
-            f"the latest {max(s[0] for s in stale)} s after it, e.g. {stale[:2]} (a read "
-            "decided just before the cut and answered after it is cached in full; a lifetime "
-            "capped at floor(seconds left) overruns the cut by up to a second in nginx)"
-        )
+    assert not stale, f"the CDN served what the cut dropped after it took effect: {stale[:3]}"

@@ -461,7 +461,7 @@ def test_dsaws_read_of_a_deleted_stream_still_exits_3(
     assert "--from-earliest" not in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("policy", ["max-age=86400", "compact", "max-age=60, max-bytes=1000"])
+@pytest.mark.parametrize("policy", ["max-age=86400", "compact", "max-age=60; max-bytes=1000"])
 def test_dsaws_create_sends_the_retention(
     shell: Any, capsys: pytest.CaptureFixture[str], policy: str
 ) -> None:

@@ -91,7 +91,12 @@ def test_without_the_setting_no_trace_is_installed(tmp_path: Path) -> None:
         pass
 
     store: Any = type("Store", (), {"dynamodb": None, "s3": None, "table": "t", "bucket": "b"})()
-    serving = prepare(app, Settings(seal_interval=0, collect_interval=0, retention_interval=0), store, embedded=True)
+    serving = prepare(
+        app,
+        Settings(seal_interval=0, collect_interval=0, retention_interval=0),
+        store,
+        embedded=True,
+    )
     try:
         assert serving.asgi is app
         assert not any(isinstance(getattr(c, "__self__", None), PauseTrace) for c in gc.callbacks)

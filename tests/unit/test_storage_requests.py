@@ -74,7 +74,7 @@ def test_a_fork_references_a_source_without_expiry() -> None:
             "ConditionExpression": "#inc = :inc AND attribute_not_exists(#del)"
             " AND (#tail >= :position OR #rsv >= :position)"
             " AND (attribute_not_exists(#rf) OR #rf <= :position)"
-            " AND (attribute_not_exists(#cut) OR #cut.#rf <= :position)",
+            " AND (attribute_not_exists(#cutrf) OR #cutrf <= :position)",
             "ExpressionAttributeNames": {
                 "#inc": "inc",
                 "#del": "del",
@@ -82,7 +82,7 @@ def test_a_fork_references_a_source_without_expiry() -> None:
                 "#rsv": "rsv",
                 "#refs": "refs",
                 "#rf": "rf",
-                "#cut": "cut",
+                "#cutrf": "cutrf",
             },
             "ExpressionAttributeValues": {
                 ":inc": {"S": "inc-1"},
@@ -100,7 +100,7 @@ def test_a_fork_references_a_source_that_expires_only_while_it_lives() -> None:
         "#inc = :inc AND attribute_not_exists(#del)"
         " AND (#tail >= :position OR #rsv >= :position)"
         " AND (attribute_not_exists(#rf) OR #rf <= :position)"
-        " AND (attribute_not_exists(#cut) OR #cut.#rf <= :position)"
+        " AND (attribute_not_exists(#cutrf) OR #cutrf <= :position)"
         " AND #exp > :now AND #acc > :dead"
     )
     assert update["ExpressionAttributeNames"] == {
@@ -110,7 +110,7 @@ def test_a_fork_references_a_source_that_expires_only_while_it_lives() -> None:
         "#rsv": "rsv",
         "#refs": "refs",
         "#rf": "rf",
-        "#cut": "cut",
+        "#cutrf": "cutrf",
         "#exp": "exp",
         "#acc": "acc",
     }
