@@ -56,6 +56,7 @@ def seal_policy(settings: Settings) -> SealPolicy:
 def retention_run(store: DynamoStore, settings: Settings) -> RetentionRun:
     """The retention and compaction run the settings describe: cuts announced as long ahead as
     a cache may keep a read, snapshots no larger than a response may be."""
+    from .http.envelope import fits_one_response
     from .storage.retention import RetentionRun  # only the functions that run it load it
 
     return RetentionRun(
@@ -63,6 +64,7 @@ def retention_run(store: DynamoStore, settings: Settings) -> RetentionRun:
         delay=settings.retention_delay_seconds,
         compaction_min_bytes=settings.compaction_min_bytes,
         max_snapshot_bytes=settings.max_response_bytes,
+        snapshot_fits=lambda messages: fits_one_response(messages, settings.max_response_bytes),
     )
 
 

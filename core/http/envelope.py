@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from ..protocol.jsonmode import join_messages
 from ..storage import ReadBatch
 
 # Mangum's text types: the API function hands this list to Mangum, so the two never disagree.
@@ -49,6 +50,14 @@ def encoded_size(body: bytes, content_type: str) -> int:
         else:
             return len(json.dumps(text)) - 2
     return 4 * ((len(body) + 2) // 3)
+
+
+def fits_one_response(messages: tuple[bytes, ...], max_response_bytes: int) -> bool:
+    """Whether these JSON messages fit one response once encoded for the front door, with
+    room for SSE framing and control events (a compacted stream's snapshot is served whole,
+    as a read's body or as one SSE data event)."""
+    body = join_messages(list(messages))
+    return encoded_size(body, "application/json") + SSE_CONTROL_ALLOWANCE <= max_response_bytes
 
 
 def text_boundary(data: bytes, cut: int) -> int:

@@ -34,7 +34,7 @@ from ..protocol.headers import (
     is_json,
 )
 from ..protocol.limits import append_too_large
-from ..protocol.offsets import StartKind
+from ..protocol.offsets import StartKind, format_offset
 from ..protocol.retention import Cut, RetentionPolicy, cache_seconds_left, policy_for
 from ..protocol.sse import uses_base64
 from ..storage import (
@@ -257,6 +257,9 @@ class StreamEndpoints:
         decided = retained_start(retained, read.start)
         if decided.kind is StartFrom.GONE:
             return r.offset_gone(asked_offset(read.start), retained)
+        if read.until is not None and read.until < retained.start:
+            # A bounded read of a range retention dropped (from the beginning included).
+            return r.offset_gone(format_offset(read.until), retained)
         if decided.kind is StartFrom.SNAPSHOT:
             assert retained.snapshot is not None
             return await self._snapshot_read(path, info, retained.snapshot, read)
@@ -303,8 +306,6 @@ class StreamEndpoints:
             return await self._sse(path, info, snapshot.at, read, prefix=messages)
         room = self._read_size(0, read) - sum(len(message) + 1 for message in messages) - 1
         bound = info.tail if read.until is None else min(read.until, info.tail)
-        if bound < snapshot.at:
-            raise bad_request("until is before the end of the snapshot")
         end, rest = snapshot.at, ()
         if room > 0 and snapshot.at < bound:
             # JSON bytes count their separators too: bound only what `until` asks for.

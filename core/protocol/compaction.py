@@ -8,7 +8,7 @@ materializer (`createStreamDB`) builds it: an insert or update of an object valu
 fields into the row (a missing row is created; an insert of a row already there merges like
 an update), any other value replaces it, a delete removes it, a reset removes every row; the
 snapshot markers carry no rows. The snapshot of the fold is `snapshot-start`, one `insert` per
-row with its whole value, in the order rows were first made, and `snapshot-end`: a reader that
+row with its whole value, in the order rows were last written, and `snapshot-end`: a reader that
 folds it gets what it would have got from the history.
 
 A history holding anything else (a message that is not a JSON object, or one that is neither
@@ -19,6 +19,7 @@ reason, and keeps every message as it is.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ class Refusal:
 
     index: int
     reason: str
+    too_large: bool = False  # the state, not a message: a later, smaller state may fold
 
     def __str__(self) -> str:
         return f"message {self.index}: {self.reason}"
@@ -41,17 +43,24 @@ class Refusal:
 
 @dataclass
 class StateFold:
-    """The rows a history leaves, by (type, key), in the order they were inserted."""
+    """The rows a history leaves, by (type, key), in the order they were last written (the
+    order the package's materializer stamps them in). `limit`: a fold whose rows come to
+    more than this many bytes of messages is refused early (its memory stays bounded)."""
 
     rows: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     messages: int = 0  # messages folded so far
+    limit: int | None = None
+    _sizes: dict[tuple[str, str], int] = field(default_factory=dict)
+    _size: int = 0  # an upper bound of the rows' bytes (merges counted whole)
 
     def apply(self, raw: bytes) -> Refusal | None:
         """Fold one message; a Refusal (and nothing changed) when it is not one this fold
         understands."""
         index = self.messages
         try:
-            message = json.loads(raw)
+            message = json.loads(raw, parse_float=_finite, parse_constant=_no_constant)
+        except _NotPortable as exc:
+            return Refusal(index, str(exc))
         except ValueError:
             return Refusal(index, "not JSON")
         refusal = _check(message, index)
@@ -63,18 +72,26 @@ class StateFold:
         if control is not None:
             if control == "reset":
                 self.rows.clear()
+                self._sizes.clear()
+                self._size = 0
             return None
         row_key = (message["type"], message["key"])
+        previous = self.rows.pop(row_key, None)
+        self._size -= self._sizes.pop(row_key, 0)
         if headers["operation"] == "delete":
-            self.rows.pop(row_key, None)
             return None
-        previous = self.rows.get(row_key)
         value = message["value"]
+        size = len(raw)
         if previous is not None and isinstance(value, dict):
             before = previous.get("value")
             if isinstance(before, dict):
                 message = {**message, "value": {**before, **value}}
+                size += self._sizes.get(row_key, 0) or len(json.dumps(before))
         self.rows[row_key] = message
+        self._sizes[row_key] = size
+        self._size += size
+        if self.limit is not None and self._size > self.limit:
+            return Refusal(index, f"the state passed {self.limit} bytes", too_large=True)
         return None
 
     def fold(self, history: Iterable[bytes]) -> Refusal | None:
@@ -127,8 +144,26 @@ def _as_insert(message: dict[str, Any]) -> dict[str, Any]:
     return {**row, "headers": headers}
 
 
+class _NotPortable(ValueError):
+    """A value a snapshot could not carry as the history did."""
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise _NotPortable(f"a number out of range ({text[:40]}): a snapshot could not carry it")
+    return number
+
+
+def _no_constant(text: str) -> float:
+    raise _NotPortable(f"{text} is not JSON")
+
+
 def _encode(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    try:
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:  # a lone surrogate, written escaped as the history had it
+        return json.dumps(message, separators=(",", ":")).encode()
 
 
 def fold_state(history: Iterable[bytes]) -> tuple[StateFold, Refusal | None]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -52,6 +53,8 @@ DEFAULT_COMPACTION_MIN_BYTES = 1 << 20
 _FOLD_READ_BYTES = 4 << 20
 # A snapshot is served whole in one response: it must leave this much room for headers.
 _RESPONSE_MARGIN = 1024
+# Calls of one BatchWriteItem batch while DynamoDB leaves items unprocessed.
+_BATCH_ATTEMPTS = 6
 
 
 @dataclass
@@ -81,16 +84,19 @@ class RetentionRun:
         retire_grace: float = DEFAULT_RETIRE_GRACE_SECONDS,
         compaction_min_bytes: int = DEFAULT_COMPACTION_MIN_BYTES,
         max_snapshot_bytes: int = 6_000_000,
+        snapshot_fits: Callable[[tuple[bytes, ...]], bool] | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
         """`delay`: how long ahead a cut is announced (the longest a shared cache may keep a
-        read); `max_snapshot_bytes`: the largest response a read may be served (a snapshot
-        that would not fit one is not made: the stream is refused compaction)."""
+        read); `max_snapshot_bytes`: about the largest response a read may be served, and
+        `snapshot_fits` whether a snapshot's messages fit one as the host encodes it (a
+        snapshot that would not is not made: the stream is refused compaction)."""
         self.store = store
         self.delay = delay
         self.retire_grace = retire_grace
         self.compaction_min_bytes = compaction_min_bytes
         self.max_snapshot_bytes = max_snapshot_bytes
+        self.snapshot_fits = snapshot_fits
         self._clock = clock
         self.dynamodb = store.dynamodb
         self.s3 = store.s3
@@ -104,7 +110,9 @@ class RetentionRun:
 
     def run(self) -> RetentionReport:
         report = RetentionReport()
-        for entry in self._entries():
+        # From a shard of its own each run: one stream that keeps failing holds no other back.
+        first = random.randrange(items.RETENTION_SHARDS)
+        for entry in self._entries(first):
             path, incarnation = entry["path"]["S"], entry["inc"]["S"]
             try:
                 self.run_stream(path, report, incarnation)
@@ -136,8 +144,9 @@ class RetentionRun:
         if info.pending_cut is None:
             self._next_cut(info, policy, now, report)
 
-    def _entries(self) -> Iterator[dict[str, Any]]:
-        for shard in range(items.RETENTION_SHARDS):
+    def _entries(self, first: int = 0) -> Iterator[dict[str, Any]]:
+        for turn in range(items.RETENTION_SHARDS):
+            shard = (first + turn) % items.RETENTION_SHARDS
             query = {
                 "TableName": self.table,
                 "KeyConditionExpression": "pk = :pk",
@@ -212,13 +221,21 @@ class RetentionRun:
         report.items_retired += self.store_delete(doomed)
 
     def store_delete(self, keys: list[dict[str, Any]]) -> int:
+        """Delete the items, 25 to a call; what DynamoDB leaves unprocessed (throttled) is
+        sent again after a growing pause, and left for the next run after a few tries."""
         for start in range(0, len(keys), 25):
             batch = {
                 self.table: [{"DeleteRequest": {"Key": key}} for key in keys[start : start + 25]]
             }
-            while batch:
+            for attempt in range(_BATCH_ATTEMPTS):
+                if attempt:
+                    self.store.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1))
                 response = call(self.dynamodb.batch_write_item, RequestItems=batch)
                 batch = response.get("UnprocessedItems") or {}
+                if not batch:
+                    break
+            else:
+                raise StoreUnavailable("items left unprocessed; the next run retires them")
         return len(keys)
 
     # ------------------------------------------------------------------ 3. decide
@@ -266,11 +283,15 @@ class RetentionRun:
             or folded_to < info.compaction_retry_at
         ):
             return
-        fold = StateFold()
+        # Bounded: a state far past what one response can carry is refused as it grows.
+        fold = StateFold(limit=4 * self.max_snapshot_bytes)
         history: list[bytes] = []
         if retained.snapshot is not None:
             history.extend(self.store.snapshot_messages(retained.snapshot))
         refusal = fold.fold(history) or fold.fold(self._history(info, retained.start, folded_to))
+        if refusal is not None and refusal.too_large:
+            self._refuse(info, str(refusal), folded_to + self.compaction_min_bytes, report)
+            return
         if refusal is not None:
             # It is in the history for good: no later fold gets past it.
             self._refuse(info, str(refusal), MAX_POSITION, report)
@@ -278,7 +299,8 @@ class RetentionRun:
         messages = fold.snapshot()
         body = encode_snapshot(messages)
         size = sum(map(len, messages))
-        if size + len(messages) + _RESPONSE_MARGIN > self.max_snapshot_bytes:
+        fits = self.snapshot_fits(messages) if self.snapshot_fits is not None else True
+        if not fits or size + len(messages) + _RESPONSE_MARGIN > self.max_snapshot_bytes:
             self._refuse(
                 info,
                 f"the state ({size} bytes) would not fit one response "

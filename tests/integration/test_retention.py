@@ -163,3 +163,32 @@ def test_a_history_that_is_not_state_protocol_is_refused_compaction(backend: Bac
     assert info is not None and info.compaction_refused is not None
     assert "message 1" in info.compaction_refused
     assert read_all(store, "s", 0)[1] == b'{"just":"json"}'
+
+
+def test_a_state_too_large_for_a_response_is_refused_until_the_stream_grows(
+    backend: Backend,
+) -> None:
+    clock = FakeClock()
+    store = store_on(backend, clock=clock)
+    store.create("s", CreateSpec(JSON, retention=RetentionPolicy(compact=True)))
+    append(store, "s", [change("insert", f"k{n}", {"text": '"quoted"' * 20}) for n in range(30)])
+    Sealer(store, SMALL).seal("s")
+    asked: list[int] = []
+
+    def fits(messages: tuple[bytes, ...]) -> bool:
+        asked.append(len(messages))
+        return False  # as a host whose encoding doubles every quote would answer
+
+    def run_once() -> RetentionReport:
+        options = {"compaction_min_bytes": 1000, "snapshot_fits": fits}
+        return RetentionRun(store, clock=clock, **options).run()  # type: ignore[arg-type]
+
+    first = run_once()
+    assert first.compactions_refused == 1 and first.cuts_announced == 0 and asked == [32]
+    info = store.get("s")
+    assert info is not None and info.compaction_refused is not None
+    assert "would not fit one response" in info.compaction_refused
+    assert run_once().compactions_refused == 0 and asked == [32]  # not read again...
+    append(store, "s", [change("delete", f"k{n}") for n in range(30)] * 2)
+    Sealer(store, SMALL).seal("s")
+    assert run_once().compactions_refused == 1 and len(asked) == 2  # ...until it has grown

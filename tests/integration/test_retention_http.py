@@ -161,7 +161,7 @@ def test_a_cut_announced_bounds_how_long_caches_keep_what_it_drops(
     assert before.status_code == 200 and "snapshot-start" not in before.text
     age = int(re.search(r"max-age=(\d+)", before.headers["cache-control"]).group(1))  # type: ignore[union-attr]
     swr = int(re.search(r"stale-while-revalidate=(\d+)", before.headers["cache-control"]).group(1))  # type: ignore[union-attr]
-    assert 0 < age and age + swr <= 3  # the time left, less a second
+    assert age > 0 and age + swr <= 3  # the time left, less a second
     time.sleep(4.1)
     after = client.get(URL, params={"offset": "-1"})
     assert after.json()[0] == {"headers": {"control": "snapshot-start"}}
@@ -220,4 +220,4 @@ def test_until_bounds_what_follows_a_snapshot(backend: Backend) -> None:
         whole = client.get(URL, params={"offset": "-1"})
         assert whole.json()[-2:] == later
         before = client.get(URL, params={"offset": "-1", "until": acknowledged[0]})
-        assert before.status_code == 400
+        assert before.status_code == 410  # the range it bounds was folded away
