@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -302,6 +303,30 @@ def pages(operation: Callable[..., Any], request: dict[str, Any]) -> Iterator[li
 def each_item(operation: Callable[..., Any], request: dict[str, Any]) -> Iterator[Any]:
     for page in pages(operation, request):
         yield from page
+
+
+# Calls of one BatchWriteItem batch while DynamoDB leaves items unprocessed.
+_BATCH_ATTEMPTS = 6
+
+
+def delete_items(
+    dynamodb: Any, table: str, keys: list[dict[str, Any]], sleep: Callable[[float], None]
+) -> int:
+    """Delete the items, 25 to a BatchWriteItem; what DynamoDB leaves unprocessed (throttled)
+    is sent again after a growing pause, and after a few tries StoreUnavailable leaves the rest
+    to the caller's next run."""
+    for start in range(0, len(keys), 25):
+        batch = {table: [{"DeleteRequest": {"Key": key}} for key in keys[start : start + 25]]}
+        for attempt in range(_BATCH_ATTEMPTS):
+            if attempt:
+                sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1))
+            response = call(dynamodb.batch_write_item, RequestItems=batch)
+            batch = response.get("UnprocessedItems") or {}
+            if not batch:
+                break
+        else:
+            raise StoreUnavailable("items left unprocessed; the next run deletes them")
+    return len(keys)
 
 
 def is_throttle_code(code: object) -> bool:

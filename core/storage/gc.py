@@ -21,7 +21,7 @@ from typing import Any
 
 from . import _items as items
 from ._chunk_layout import DATA_ROOT, data_prefix, incarnation_of
-from .aws import Conflict, call, each_item
+from .aws import Conflict, call, delete_items, each_item
 from .dynamo import DynamoStore
 
 DEFAULT_ORPHAN_GRACE_SECONDS = 3600.0
@@ -258,11 +258,4 @@ class Collector:
         return deleted
 
     def _delete_items(self, keys: list[dict[str, Any]]) -> int:
-        for start in range(0, len(keys), 25):
-            requests = {
-                self.table: [{"DeleteRequest": {"Key": key}} for key in keys[start : start + 25]]
-            }
-            while requests:
-                response = self.dynamodb.batch_write_item(RequestItems=requests)
-                requests = response.get("UnprocessedItems") or {}
-        return len(keys)
+        return delete_items(self.dynamodb, self.table, keys, self.store.sleep)

@@ -41,7 +41,7 @@ from ..protocol.offsets import MAX_POSITION
 from ..protocol.retention import RetentionPolicy, SealedSpan, retention_cut, stored_policy
 from . import _items as items
 from ._snapshots import encode_snapshot, snapshot_key
-from .aws import Conflict, call, each_item
+from .aws import Conflict, call, delete_items, each_item
 from .dynamo import DynamoStore
 from .model import PendingCut, Retained, Snapshot, StoreUnavailable, StreamInfo
 
@@ -53,8 +53,6 @@ DEFAULT_COMPACTION_MIN_BYTES = 1 << 20
 _FOLD_READ_BYTES = 4 << 20
 # A snapshot is served whole in one response: it must leave this much room for headers.
 _RESPONSE_MARGIN = 1024
-# Calls of one BatchWriteItem batch while DynamoDB leaves items unprocessed.
-_BATCH_ATTEMPTS = 6
 
 
 @dataclass
@@ -218,25 +216,7 @@ class RetentionRun:
                     doomed.append(item)
             elif sort_key.startswith("c#"):
                 doomed.append(item)
-        report.items_retired += self.store_delete(doomed)
-
-    def store_delete(self, keys: list[dict[str, Any]]) -> int:
-        """Delete the items, 25 to a call; what DynamoDB leaves unprocessed (throttled) is
-        sent again after a growing pause, and left for the next run after a few tries."""
-        for start in range(0, len(keys), 25):
-            batch = {
-                self.table: [{"DeleteRequest": {"Key": key}} for key in keys[start : start + 25]]
-            }
-            for attempt in range(_BATCH_ATTEMPTS):
-                if attempt:
-                    self.store.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1))
-                response = call(self.dynamodb.batch_write_item, RequestItems=batch)
-                batch = response.get("UnprocessedItems") or {}
-                if not batch:
-                    break
-            else:
-                raise StoreUnavailable("items left unprocessed; the next run retires them")
-        return len(keys)
+        report.items_retired += delete_items(self.dynamodb, self.table, doomed, self.store.sleep)
 
     # ------------------------------------------------------------------ 3. decide
 
