@@ -77,7 +77,8 @@ class StateFold:
             return None
         row_key = (message["type"], message["key"])
         previous = self.rows.pop(row_key, None)
-        self._size -= self._sizes.pop(row_key, 0)
+        previous_size = self._sizes.pop(row_key, 0)
+        self._size -= previous_size
         if headers["operation"] == "delete":
             return None
         value = message["value"]
@@ -86,7 +87,10 @@ class StateFold:
             before = previous.get("value")
             if isinstance(before, dict):
                 message = {**message, "value": {**before, **value}}
-                size += self._sizes.get(row_key, 0) or len(json.dumps(before))
+                # An estimate, not a serialization per change: fields added grow the row by
+                # about the change; fields rewritten leave it about the larger of the two.
+                grows = not value.keys() <= before.keys()
+                size = previous_size + size if grows else max(previous_size, size)
         self.rows[row_key] = message
         self._sizes[row_key] = size
         self._size += size
