@@ -64,6 +64,8 @@ class _Parts:
     store: StreamStore
     endpoints: StreamEndpoints
     admit: Admit
+    guard: Guard | None
+    rates: Any  # the console's rate source (core.console.RateSource), when it is served
 
 
 @dataclass(frozen=True)
@@ -96,11 +98,15 @@ def create_app(
     `store_in_process`: the store answers in this process without waiting on a network
     (the embedded emulator): most of its calls are then made on the event loop itself."""
     app = FastAPI(title="Durable Streams on AWS", docs_url=None, redoc_url=None)
+    stream_telemetry, rates = telemetry, None
+    if settings.console:
+        stream_telemetry, rates = _console_rates(settings, telemetry)
     endpoints = StreamEndpoints(
-        settings.stream_settings, store, Wakeups(), telemetry, store_in_process
+        settings.stream_settings, store, Wakeups(), stream_telemetry, store_in_process
     )
     app.state.endpoints = endpoints
-    parts = _Parts(settings, store, endpoints, _admission(settings))
+    guard = _guard(settings)
+    parts = _Parts(settings, store, endpoints, _admission(guard), guard, rates)
     for error_type, handler in _error_handlers(settings.retry_after_seconds).items():
         app.add_exception_handler(error_type, handler)
     for group in _ROUTE_GROUPS:
@@ -119,9 +125,7 @@ def create_app(
     return app
 
 
-def _admission(settings: Settings) -> Admit:
-    guard = _guard(settings)
-
+def _admission(guard: Guard | None) -> Admit:
     async def admit(request: Request, needs: tuple[Need, ...], path: str) -> Decision:
         """Access control, before anything else touches the store. Every cache-key parameter
         must be spelled literally, whatever the method: a CDN keys on the names as sent."""
@@ -227,6 +231,35 @@ def _add_subscription_group(app: FastAPI, parts: _Parts) -> None:
     _add_subscriptions(app, parts.settings, parts.store, parts.endpoints, admit)
 
 
+def _console_rates(settings: Settings, telemetry: Telemetry | None) -> tuple[Telemetry, Any]:
+    """The console overview's rates: counted here as the stream endpoints report them, or,
+    on a deployment, read back from CloudWatch (every instance's)."""
+    from .console import CloudWatchRates, recording
+
+    recorder, recorded = recording(telemetry)
+    if settings.console_metrics_namespace is None:
+        return recorded, recorder
+    import boto3
+
+    cloudwatch = boto3.client("cloudwatch", region_name=settings.region)
+    return recorded, CloudWatchRates(cloudwatch, settings.console_metrics_namespace)
+
+
+def _add_console(app: FastAPI, parts: _Parts) -> None:
+    from .console import add_console
+
+    guard = parts.guard
+    add_console(
+        app,
+        parts.settings,
+        parts.store,
+        parts.admit,
+        guard.bearer if guard is not None else None,
+        parts.rates,
+        getattr(app.state, "subscriptions", None),
+    )
+
+
 def _always(_: Settings) -> bool:
     return True
 
@@ -236,6 +269,7 @@ def _always(_: Settings) -> bool:
 _ROUTE_GROUPS = (
     _RouteGroup(lambda settings: settings.subscriptions, _add_subscription_group),
     _RouteGroup(lambda settings: settings.listing, _add_listing),
+    _RouteGroup(lambda settings: settings.console, _add_console),
     _RouteGroup(_always, _add_streams),
     _RouteGroup(_always, _add_health),
 )

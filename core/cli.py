@@ -142,6 +142,10 @@ def _serve(args: argparse.Namespace) -> int:
     base_url = f"http://{args.host}:{args.port}{settings.base_path}/"
     print(f"dsaws: serving Durable Streams at {base_url}", flush=True)
     print(f"dsaws: storage is {where}", flush=True)
+    if settings.console:
+        print(
+            f"dsaws: console at http://{args.host}:{args.port}{settings.console_path}/", flush=True
+        )
     if settings.auth:
         print(
             "dsaws: access control is on: requests need a token (`dsaws token read:*`) or, "
@@ -410,10 +414,17 @@ def serve_settings(args: argparse.Namespace) -> Settings:
         if f"{ENV_PREFIX}MAX_RESPONSE_BYTES" in os.environ
         else SERVE_MAX_RESPONSE_BYTES,
     )
+    local_only = args.host in _LOOPBACK and not settings.auth
+    defaults: dict[str, object] = {}
+    if f"{ENV_PREFIX}CONSOLE" not in os.environ:
+        defaults["console"] = True
+    if f"{ENV_PREFIX}LISTING" not in os.environ and local_only:
+        # The console's list of streams: every path, shown only to this machine's users.
+        defaults["listing"] = True
+    settings = settings.model_copy(update=defaults)
     if settings.webhook_allow_localhost is None:
         # Loopback webhooks let a subscriber make the server POST to any local port: only
         # for a server nobody but this machine's users can reach and subscribe to.
-        local_only = args.host in _LOOPBACK and not settings.auth
         settings = settings.model_copy(update={"webhook_allow_localhost": local_only})
     return settings
 

@@ -132,6 +132,7 @@ class CorsSettings:
 
 
 ENV_PREFIX = "DS_"
+_CONSOLE_PATH = re.compile(r"(/[A-Za-z0-9_-]+)+")
 
 
 class Settings(BaseModel):
@@ -202,6 +203,18 @@ class Settings(BaseModel):
     retry_after_seconds: int = 1
     listing: bool = Field(
         False, description="answer GET {base_path}?prefix= with the streams under a prefix"
+    )
+    console: bool = Field(
+        False,
+        description="serve the browser console at console_path (on by default in `dsaws serve`)",
+    )
+    console_path: str = Field(
+        "/console", description="where the console is served (a path of its own, outside the root)"
+    )
+    console_metrics_namespace: str | None = Field(
+        None,
+        description="the CloudWatch namespace the console's overview reads the rates of every "
+        "instance from (set by the template); unset: the answering process's own counts",
     )
 
     # The sealing sizes default to the sealer's own (`core.storage.SealPolicy`, 8 MiB and
@@ -343,6 +356,7 @@ class Settings(BaseModel):
         "subscription_queue_url",
         "webhook_secret",
         "webhook_secret_id",
+        "console_metrics_namespace",
         mode="before",
     )
     @classmethod
@@ -366,10 +380,27 @@ class Settings(BaseModel):
 
     @model_validator(mode="after")
     def _fits_the_host(self) -> Settings:
-        problems = [*self._lambda_problems(), *self._timeout_problems(), *self._auth_problems()]
+        problems = [
+            *self._lambda_problems(),
+            *self._timeout_problems(),
+            *self._auth_problems(),
+            *self._console_problems(),
+        ]
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _console_problems(self) -> list[str]:
+        path = self.console_path
+        if not _CONSOLE_PATH.fullmatch(path):
+            return [
+                f"DS_CONSOLE_PATH={path!r}: a path such as /console (letters, digits, -, _ and "
+                "/ between segments; no trailing /)"
+            ]
+        base = self.base_path.rstrip("/")
+        if path in {"/healthz", base} or path.startswith(base + "/") or base.startswith(path + "/"):
+            return [f"DS_CONSOLE_PATH={path} must not overlap the stream root {base} or /healthz"]
+        return []
 
     def _lambda_problems(self) -> list[str]:
         if not running_in_lambda():

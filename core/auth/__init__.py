@@ -10,6 +10,7 @@ from typing import Any
 from .decision import (
     LISTING_NEEDS,
     OPEN,
+    OPERATOR_NEEDS,
     SUBSCRIPTION_CLAIM_NEEDS,
     SUBSCRIPTION_READ_NEEDS,
     SUBSCRIPTION_WRITE_NEEDS,
@@ -25,6 +26,7 @@ from .decision import (
     Via,
     decide,
     needs_for,
+    operator_needs,
 )
 from .grants import Action, Grant, parse_grant, parse_grants, render_grants
 from .keys import KeyConfigError, KeySet, KeySource, KeysUnavailable, StoredValue, parse_key_set
@@ -45,6 +47,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "LISTING_NEEDS",
     "OPEN",
+    "OPERATOR_NEEDS",
     "ORIGIN_SECRET_HEADER",
     "SIGNED_URL_PARAMETERS",
     "SUBSCRIPTION_CLAIM_NEEDS",
@@ -72,6 +75,7 @@ __all__ = [
     "decide",
     "mint_token",
     "needs_for",
+    "operator_needs",
     "parse_grant",
     "parse_grants",
     "parse_key_set",

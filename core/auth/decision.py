@@ -78,6 +78,14 @@ SUBSCRIPTION_READ_NEEDS = (Need(Action.READ, ""),)
 SUBSCRIPTION_CLAIM_NEEDS = (Need(Action.READ, ""), Need(Action.CONSUME, ""))
 SUBSCRIPTION_WRITE_NEEDS = (Need(Action.READ, ""), Need(Action.CREATE, ""))
 
+# The console's operator data: a stream's internals need `operate` on it; the store's figures
+# and every subscription's internals, `operate` on every stream.
+OPERATOR_NEEDS = (Need(Action.OPERATE, ""),)
+
+
+def operator_needs(path: str) -> tuple[Need, ...]:
+    return (Need(Action.OPERATE, path),)
+
 
 # ---------------------------------------------------------------- what the request presented
 

@@ -30,6 +30,10 @@ class Action(Enum):
     # wake's token): a write to the subscription, which neither a public prefix nor a signed
     # read URL can grant.
     CONSUME = "consume"
+    # The console's operator views of the streams under a prefix: their producers, sealing,
+    # forks; and, on every stream (`operate:*`), the store's figures and the subscriptions'
+    # internals. Nothing a reader of the stream's data may see by reading it.
+    OPERATE = "operate"
 
 
 _ACTIONS = {action.value: action for action in Action}

@@ -42,12 +42,20 @@ class Guard:
         go ahead. May fetch keys (cached): call it from a worker thread, not the event loop."""
         return decide(needs, self.public_prefixes, lambda: self._presented(headers, query, path))
 
-    def _presented(
-        self, headers: Mapping[str, str], query: Sequence[tuple[str, str]], path: str
-    ) -> Presented:
+    def bearer(self, headers: Mapping[str, str]) -> Presented:
+        """The bearer token the request carries, verified (None: it carries none). May fetch
+        keys (cached): call it from a worker thread."""
         scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and token.strip():
             return self.tokens.verify(token.strip())
+        return None
+
+    def _presented(
+        self, headers: Mapping[str, str], query: Sequence[tuple[str, str]], path: str
+    ) -> Presented:
+        presented = self.bearer(headers)
+        if presented is not None:
+            return presented
         signed = {name: value for name, value in query if name in SIGNED_URL_PARAMETERS}
         if not signed_urls.presents_signature(signed) or self.hmac_keys is None:
             return None

@@ -60,8 +60,11 @@ def stream_key(path: str) -> Item:
     return _key(STREAM_PREFIX + path, META)
 
 
+PRODUCER_SORT_PREFIX = "p#"
+
+
 def producer_key(path: str, producer_id: str) -> Item:
-    return _key(STREAM_PREFIX + path, f"p#{producer_id}")
+    return _key(STREAM_PREFIX + path, PRODUCER_SORT_PREFIX + producer_id)
 
 
 CHUNK_PREFIX = "d#"

@@ -46,6 +46,29 @@ def list_page(table: str, prefix: str, page_items: int, start: Request | None) -
     return request
 
 
+def producers_of(table: str, path: str) -> Request:
+    """The producer items of a stream's partition (every incarnation's: the caller keeps the
+    current one's)."""
+    return {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :producers)",
+        "ExpressionAttributeValues": {
+            ":pk": items.s(items.STREAM_PREFIX + path),
+            ":producers": items.s(items.PRODUCER_SORT_PREFIX),
+        },
+        "ConsistentRead": True,
+    }
+
+
+def forks_of(table: str, source: str) -> Request:
+    """A scan for the stream items whose fork source is `source`."""
+    return {
+        "TableName": table,
+        "FilterExpression": "sk = :meta AND src = :source",
+        "ExpressionAttributeValues": {":meta": items.s(items.META), ":source": items.s(source)},
+    }
+
+
 def get_stream(table: str, path: str) -> Request:
     """A consistent read of the stream item."""
     return {"TableName": table, "Key": items.stream_key(path), "ConsistentRead": True}

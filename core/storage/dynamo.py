@@ -34,6 +34,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..protocol.append import AppendIntent
+from ..protocol.producer import ProducerState
 from ..protocol.ttl import renewal_due, renewal_window
 from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import _items as items
@@ -51,7 +52,7 @@ from ._ranges import DEFAULT_VOID_AFTER_SECONDS, PUBLISH_EVERY, QUIET_SECONDS
 from ._recent import RecentWrites
 from ._seal_plan import DEFAULT_HOT_BYTES, marks
 from ._settle import Settler
-from .aws import Conflict, call, is_throttle_code, request_token, when_made
+from .aws import Conflict, call, is_throttle_code, pages, request_token, when_made
 from .model import (
     AppendOutcome,
     CreateOutcome,
@@ -154,14 +155,40 @@ class DynamoStore:
                 raise InvalidCursor(cursor)
         request = requests.list_page(self.table, prefix, page_items, start)
         response = call(self.dynamodb.scan, **request)
-        paths = []
+        listed = []
         for item in response.get("Items", []):
             path = item["pk"]["S"].removeprefix(items.STREAM_PREFIX)
             info = self.live(items.decode_stream(path, item))
             if info is not None and not info.soft_deleted:
-                paths.append(path)
+                listed.append(info)
+        listed.sort(key=lambda info: info.path)
         last = response.get("LastEvaluatedKey")
-        return StreamPage(tuple(sorted(paths)), items.encode_page_cursor(last) if last else None)
+        cursor = items.encode_page_cursor(last) if last else None
+        return StreamPage(tuple(info.path for info in listed), cursor, tuple(listed))
+
+    def producers(self, info: StreamInfo) -> list[tuple[str, ProducerState]]:
+        """The producers that wrote to this incarnation of the stream, by id (the console's
+        operator view; a Query of the stream's partition)."""
+        request = requests.producers_of(self.table, info.path)
+        found = []
+        for page in pages(self.dynamodb.query, request):
+            for item in page:
+                state = items.decode_producer(item, info.incarnation)
+                if state is not None:
+                    found.append((item["sk"]["S"].removeprefix(items.PRODUCER_SORT_PREFIX), state))
+        return found
+
+    def forks_of(self, path: str) -> list[str]:
+        """The live streams forked from `path` (a Scan of the whole table: for an operator's
+        occasional look, cached by the caller)."""
+        forks = []
+        for page in pages(self.dynamodb.scan, requests.forks_of(self.table, path)):
+            for item in page:
+                fork = item["pk"]["S"].removeprefix(items.STREAM_PREFIX)
+                info = self.live(items.decode_stream(fork, item))
+                if info is not None and not info.soft_deleted:
+                    forks.append(fork)
+        return sorted(forks)
 
     def snapshot(self, path: str) -> StreamInfo | None:
         """The stream item as stored: expired and soft-deleted streams included, nothing

@@ -313,6 +313,9 @@ class StreamPage:
 
     paths: tuple[str, ...]
     cursor: str | None
+    # The listed streams' items as the scan read them, in the order of `paths` (the console's
+    # table shows them without a read per stream).
+    infos: tuple[StreamInfo, ...] = ()
 
 
 class InvalidCursor(ValueError):
