@@ -356,6 +356,14 @@ def describe(service: str, operation: str, params: Mapping[str, Any]) -> dict[st
         kept["Keys"] = [o["Key"] for o in params["Delete"]["Objects"]]
     if "CopySource" in params:
         kept["CopySource"] = params["CopySource"]
+    if "MetricDataQueries" in params:
+        kept["Namespaces"] = sorted(
+            {
+                query["MetricStat"]["Metric"]["Namespace"]
+                for query in params["MetricDataQueries"]
+                if "MetricStat" in query
+            }
+        )
     return kept
 
 
@@ -446,6 +454,10 @@ def needs(call: Mapping[str, Any]) -> list[Need]:
         secret = str(call["SecretId"])
         assert secret.startswith("arn:"), f"a secret named, not by its ARN: {secret}"
         return [Need("secretsmanager:GetSecretValue", secret)]
+    if service == "cloudwatch" and operation in {"GetMetricData", "PutMetricData"}:
+        # No resource-level permission: IAM authorizes them on "*" whatever metrics they name.
+        # (The functions write theirs as EMF lines in their logs, never with PutMetricData.)
+        return [Need(f"cloudwatch:{operation}", "*")]
     if service == "ssm" and operation in {"GetParameter", "GetParameters"}:
         name = str(call["Name"]).lstrip("/")
         return [Need(f"ssm:{operation}", f"arn:aws:ssm:{REGION}:{ACCOUNT}:parameter/{name}")]

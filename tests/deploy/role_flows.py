@@ -497,6 +497,50 @@ def retention_entries(table: str) -> list[str]:
         )
 
 
+def console_flows(api: Api, operator: str) -> None:
+    """The console (EnableConsole=true, test_roles.py), as an operator's browser uses it: its
+    page, the session, the list of streams, a stream's internals and forks, the
+    subscriptions, and the overview, whose rates come from CloudWatch (`CloudWatchRates`,
+    every instance's figures, as the functions write them) and its stored figures from a scan.
+
+    The functions write their metrics as EMF lines in their logs, which CloudWatch turns into
+    metrics; here a setup step puts the same figures into the emulator's CloudWatch."""
+    from durable_streams_aws.functions._metrics import NAMESPACE, SERVICE
+
+    with acting_as("setup"):
+        boto3.client("cloudwatch").put_metric_data(
+            Namespace=NAMESPACE,
+            MetricData=[
+                {
+                    "MetricName": "Appends",
+                    "Dimensions": [{"Name": "service", "Value": SERVICE}],
+                    "Value": 7,
+                    "Unit": "Count",
+                }
+            ],
+        )
+    console = "/console"
+    as_operator = {"authorization": f"Bearer {operator}"}
+    page = api("GET", console + "/")
+    assert Api.header(page, "content-type").startswith("text/html"), page["headers"]
+    api("GET", console + "/api/session", **as_operator)
+    api("GET", console + "/api/streams?prefix=json/", **as_operator)
+    api("GET", console + "/api/stream/json/p", **as_operator)
+    api("GET", console + "/api/forks/ret/state", **as_operator)
+    api("GET", console + "/api/subscriptions", **as_operator)
+
+    before = len(RECORDS)
+    overview = json.loads(Api.body(api("GET", console + "/api/overview", **as_operator)))
+    made = RECORDS[before:]
+    rates = overview["rates"]
+    assert rates["source"] == "CloudWatch, every instance", rates
+    assert sum(value for _, value in rates["series"]["appends"]) == 7, rates
+    reads = [r for r in made if r["service"] == "cloudwatch"]
+    assert [(r["function"], r["operation"], r["Namespaces"]) for r in reads] == [
+        ("ApiFunction", "GetMetricData", [NAMESPACE])
+    ], reads
+
+
 def collector_flows(functions: Functions, table: str) -> dict[str, int]:
     """Deleted streams' incarnations once their grace has passed, and an expired stream
     nobody touched since."""
@@ -524,6 +568,9 @@ def main(config_path: str, record_path: str) -> None:
         audience=config["audience"],
     )
     api = Api(functions, token, config["origin_secret"])
+    operator = mint_token(
+        keys, parse_grants("read,operate:*"), lifetime=3600, audience=config["audience"]
+    )
     receiver, wakes = webhook_receiver()
     try:
         api_flows(api, functions, f"http://127.0.0.1:{receiver.server_address[1]}/hook")
@@ -540,6 +587,7 @@ def main(config_path: str, record_path: str) -> None:
         run_queue(functions, config["queue_url"], quiet_seconds=1.0)
         sealer_flows(api, functions, config["table"])
         retention_flows(api, functions, config["table"])
+        console_flows(api, operator)
         collector_flows(functions, config["table"])
     finally:
         receiver.shutdown()

@@ -112,6 +112,20 @@ def test_behaviour_caches_reads_only_and_forwards_for_a_function_url() -> None:
     assert behaviour["ViewerProtocolPolicy"] == "https-only"
 
 
+def test_every_path_reaches_the_origin_by_the_one_behaviour() -> None:
+    """The console (`/console/...`: its page `no-cache`, its fingerprinted assets cached a year,
+    its API `no-store`) goes through CloudFront as the streams do: no behaviour of its own, and
+    a viewer-request function that never looks at the path. Its assets are kept at the edge an
+    hour at most (the maximum TTL); a new version has new names, so that is never stale."""
+    config = distribution()
+    assert "CacheBehaviors" not in config
+    code = resources()["ViewerRequestFunction"]["Properties"]["FunctionCode"]
+    assert "uri" not in code
+    # The origin request policy forwards every query parameter, those outside the key too
+    # (the overview's `refresh`).
+    assert config["DefaultCacheBehavior"]["OriginRequestPolicyId"] == ALL_VIEWER_EXCEPT_HOST_HEADER
+
+
 def test_the_deployed_function_is_the_tested_one() -> None:
     function = resources()["ViewerRequestFunction"]["Properties"]
     source = (ROOT / "infra" / "cloudfront" / "viewer_request.js").read_text()

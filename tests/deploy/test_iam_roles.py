@@ -58,6 +58,17 @@ def test_s3_sqs_and_secrets_calls_name_their_resources() -> None:
         _needs("dynamodb", "CreateTable", TableName="t")
 
 
+def test_metric_reads_need_their_action_on_every_resource_and_name_their_namespaces() -> None:
+    query = {
+        "Id": "a",
+        "MetricStat": {"Metric": {"Namespace": "N", "MetricName": "M"}, "Period": 60},
+    }
+    params = {"MetricDataQueries": [query, {"Id": "e", "Expression": "a * 2"}]}
+    call = describe("cloudwatch", "GetMetricData", params)
+    assert call["Namespaces"] == ["N"]
+    assert needs(call) == [Need("cloudwatch:GetMetricData", "*")]
+
+
 def _statement(
     action: str, resource: str, effect: str = "Allow", condition: bool = False
 ) -> Statement:

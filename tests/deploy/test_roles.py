@@ -42,10 +42,12 @@ from durable_streams_aws.infra.emulator import Emulator
 
 HERE = Path(__file__).resolve().parent
 # The flows run with the template's defaults except these, which a deployment may choose too:
-# listing on (to run its route), a short long-poll, small segments and seal marks (so that
-# a few hundred kilobytes seal into segments that grow), and compaction of any sealed history.
+# listing and the console on (to run their routes), a short long-poll, small segments and seal
+# marks (so that a few hundred kilobytes seal into segments that grow), and compaction of any
+# sealed history.
 PARAMETERS = {
     "EnableListing": "true",
+    "EnableConsole": "true",
     "LongPollTimeout": "1",
     "SealHotBytes": "1024",
     "SegmentBytes": "65536",
@@ -297,6 +299,11 @@ def test_functions_that_read_objects_that_may_vanish_get_404_for_them(
         assert allows(stack.statements(stack.role_of(function)), "s3:ListBucket", bucket)
 
 
+# Actions with no resource-level permission, which IAM authorizes on "*" only: which function
+# may have each.
+EVERY_RESOURCE_ONLY = {"cloudwatch:GetMetricData": {"ApiFunction"}}
+
+
 def test_no_role_grants_a_queue_or_table_action_on_every_resource(
     translated: dict[str, Any],
 ) -> None:
@@ -309,7 +316,28 @@ def test_no_role_grants_a_queue_or_table_action_on_every_resource(
         for statement in granted:
             for action, resource in statement.grants():
                 if resource == "*":
-                    assert action.startswith("logs:"), f"{function}: {action} on *"
+                    allowed = action.startswith("logs:") or function in EVERY_RESOURCE_ONLY.get(
+                        action, set()
+                    )
+                    assert allowed, f"{function}: {action} on *"
+
+
+def test_the_console_overview_reads_cloudwatch_only_with_the_console_on(
+    recorded: tuple[Stack, dict[str, list[Need]]],
+) -> None:
+    """The overview's one GetMetricData call (the console's flow) is the API role's only need
+    that the ConsoleOn statement meets: without the console, that call alone is refused, and no
+    role may read metrics."""
+    stack, needed = recorded
+    rates = Need("cloudwatch:GetMetricData", "*")
+    assert rates in needed["ApiFunction"]
+    assert [f for f, wanted in needed.items() if rates in wanted] == ["ApiFunction"]
+    off = Stack(stack.template, {**PARAMETERS, "EnableConsole": "false"}, stack.physical)
+    assert refused(off, needed) == ["ApiFunction may not cloudwatch:GetMetricData on *"]
+    for function in off.functions():
+        assert not allows(off.statements(off.role_of(function)), rates.action, rates.resource)
+    assert off.environment("ApiFunction")["DS_CONSOLE"] == "false"
+    assert stack.environment("ApiFunction")["DS_CONSOLE"] == "true"
 
 
 def test_the_grants_lambda_itself_needs_are_there(

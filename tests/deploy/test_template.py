@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -14,10 +16,12 @@ from typing import Any
 
 import pytest
 import yaml
-from iam_roles import TEMPLATE, run_tool, sam_tools, translate
+from iam_roles import TEMPLATE, Stack, allows, run_tool, sam_tools, translate
 
 from durable_streams_aws.core.config import Settings, load_settings
+from durable_streams_aws.core.console import _rates as rates
 from durable_streams_aws.core.runtime import build_backend, ensure_resources
+from durable_streams_aws.functions import _metrics as metrics
 from durable_streams_aws.infra.emulator import Emulator
 from durable_streams_aws.infra.lambda_bridge import function_url_event, lambda_environment
 
@@ -113,22 +117,98 @@ def test_runtimes_are_real_and_handlers_import(monkeypatch: pytest.MonkeyPatch) 
         assert callable(handler)
 
 
+Conditional = tuple[str | None, dict[str, Any]]
+
+
+def _conditional_statements(resource: dict[str, Any]) -> Iterator[Conditional]:
+    """The permission statements of a SAM function's or an IAM role's inline policies, each
+    with the template condition it is granted under (`!If [Condition, statement, NoValue]`)."""
+    for policy in resource.get("Properties", {}).get("Policies", []) or []:
+        for statement in policy.get("PolicyDocument", policy).get("Statement", []):
+            if "!If" in statement:
+                condition, granted, otherwise = statement["!If"]
+                assert otherwise == {"!Ref": "AWS::NoValue"}, statement
+                yield condition, granted
+            else:
+                yield None, statement
+
+
 def _statements(resource: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The permission statements of a SAM function's or an IAM role's inline policies."""
-    for policy in resource.get("Properties", {}).get("Policies", []) or []:
-        yield from policy.get("PolicyDocument", policy).get("Statement", [])
+    for _, statement in _conditional_statements(resource):
+        yield statement
+
+
+# Reads that IAM authorizes on every resource only (no resource-level permission): the one
+# function that may have each, and the condition it has it under.
+EVERY_RESOURCE_READS = {"cloudwatch:GetMetricData": ("ApiFunction", "ConsoleOn")}
 
 
 def test_policies_grant_no_wildcard_actions_on_data() -> None:
     template = load_template()
     for name, resource in template["Resources"].items():
-        for statement in _statements(resource):
+        for condition, statement in _conditional_statements(resource):
             actions = statement["Action"]
             actions = [actions] if isinstance(actions, str) else actions
+            if all(EVERY_RESOURCE_READS.get(a) == (name, condition) for a in actions):
+                assert statement["Resource"] == "*" and "Condition" not in statement, statement
+                continue
             for action in actions:
                 assert "*" not in action, f"{name} grants {action}"
                 assert action.startswith(DATA_ACTION_PREFIXES), f"{name}: {action}"
             assert statement["Resource"] != "*", f"{name} grants on every resource"
+
+
+def test_the_console_is_off_by_default_and_reads_the_functions_metrics_when_on() -> None:
+    """EnableConsole sets DS_CONSOLE for the API function, which alone serves the console, with
+    the namespace the functions write their metrics to; the statement that lets its overview
+    read them back is granted only under ConsoleOn."""
+    template = load_template()
+    parameter = template["Parameters"]["EnableConsole"]
+    assert (parameter["Default"], parameter["AllowedValues"]) == ("false", ["true", "false"])
+    assert template["Conditions"]["ConsoleOn"] == {"!Equals": [{"!Ref": "EnableConsole"}, "true"]}
+    resources = template["Resources"]
+    api = resources["ApiFunction"]["Properties"]["Environment"]["Variables"]
+    assert api["DS_CONSOLE"] == {"!Ref": "EnableConsole"}
+    written = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert api["DS_CONSOLE_METRICS_NAMESPACE"] == written["POWERTOOLS_METRICS_NAMESPACE"]
+    assert api["DS_CONSOLE_METRICS_NAMESPACE"] == metrics.NAMESPACE
+    assert rates.SERVICE == metrics.SERVICE  # the dimension the overview's queries name
+    assert "DS_CONSOLE" not in written
+    reads = [
+        (name, condition, statement)
+        for name, resource in resources.items()
+        for condition, statement in _conditional_statements(resource)
+        if any(action.startswith("cloudwatch:") for action in statement["Action"])
+    ]
+    assert [(name, condition, statement["Action"]) for name, condition, statement in reads] == [
+        ("ApiFunction", "ConsoleOn", ["cloudwatch:GetMetricData"])
+    ]
+
+
+@pytest.mark.parametrize("enabled", ["true", "false"])
+def test_the_console_parameter_becomes_the_api_functions_settings(
+    enabled: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the API function loads from the environment SAM gives it (Globals merged in)."""
+    stack = Stack(_translated(), {"EnableConsole": enabled})
+    for name in list(os.environ):
+        if name.startswith("DS_"):
+            monkeypatch.delenv(name)
+    for name, value in stack.environment("ApiFunction").items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "api")
+    settings = load_settings()
+    assert settings.console is (enabled == "true")
+    assert settings.console_path == "/console"
+    assert settings.console_metrics_namespace == metrics.NAMESPACE
+    granted = stack.statements(stack.role_of("ApiFunction"))
+    assert allows(granted, "cloudwatch:GetMetricData", "*") is (enabled == "true")
+
+
+@functools.cache
+def _translated() -> dict[str, Any]:
+    return translate()
 
 
 def test_only_the_api_reads_the_token_keys_and_the_origin_secret() -> None:
