@@ -88,11 +88,15 @@ def test_the_whole_project_installs_one_name_with_every_module(wheels: dict[str,
     # The console's page and assets, served from the package (no build step, no fetch).
     static = ROOT / "core" / "console" / "static"
     shipped = {p.relative_to(static).as_posix() for p in static.rglob("*") if p.is_file()}
-    assert shipped and {
-        n.removeprefix("durable_streams_aws/core/console/static/")
-        for n in names
-        if n.startswith("durable_streams_aws/core/console/static/")
-    } == shipped
+    assert (
+        shipped
+        and {
+            n.removeprefix("durable_streams_aws/core/console/static/")
+            for n in names
+            if n.startswith("durable_streams_aws/core/console/static/")
+        }
+        == shipped
+    )
 
 
 def test_the_client_alone_needs_only_httpx(wheels: dict[str, Path]) -> None:
