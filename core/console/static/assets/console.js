@@ -173,6 +173,7 @@
   // ---- routing ------------------------------------------------------------------------------
 
   let leave = null;
+  let currentTail = null; // the stream page's tail, for DSConsole.stats()
 
   function parseHash() {
     const raw = location.hash.replace(/^#/, '') || '/streams';
@@ -447,7 +448,8 @@
     const metaCard = card(null, { class: 'card meta-card' });
     const tailCard = h('section', { class: 'card card-flush tail-card' });
     const side = h('div', { class: 'side' });
-    ctx.root.append(metaCard, h('div', { class: 'layout-main-side layout-wide' }, tailCard, side));
+    side.appendChild(metaCard);
+    ctx.root.append(h('div', { class: 'layout-main-side layout-wide' }, tailCard, side));
 
     const ui = { append: null, actions: null };
     function setClosed(closed) {
@@ -459,7 +461,7 @@
 
     function renderMeta(hs) {
       clear(metaCard);
-      const dl = h('dl', { class: 'kv-grid', id: 'stream-meta' });
+      const dl = h('dl', { class: 'kv-rows', id: 'stream-meta' });
       dl.append(
         kv('Content type', mono(hs.get('Content-Type')), 'meta-content-type'),
         kv('Next offset', mono(hs.get('Stream-Next-Offset')), 'meta-next-offset'),
@@ -490,6 +492,10 @@
 
     const tail = tailPanel(ctx, path, contentType, tailCard, (closed) => {
       if (closed && !meta.closed) refreshMeta();
+    }, (offset) => {
+      // Offsets sort as strings (PROTOCOL section 8): the tail read past what HEAD said.
+      const shown = metaCard.querySelector('[data-test=meta-next-offset] code');
+      if (shown && offset !== '-1' && offset !== 'now' && offset > shown.textContent) shown.textContent = offset;
     });
     ui.append = appendPanel(path, contentType, side, meta, () => refreshMeta());
     ui.actions = actionsPanel(path, side, meta, () => refreshMeta(), tail);
@@ -498,7 +504,7 @@
     operatorPanel(ctx, path, side);
   }
 
-  function tailPanel(ctx, path, contentType, container, onClosed) {
+  function tailPanel(ctx, path, contentType, container, onClosed, onOffset) {
     const mode = DS.modeOf(contentType);
     const status = h('span', { id: 'tail-status', class: 'status', 'data-state': 'connecting', text: 'connecting' });
     const pause = h('button', { type: 'button', id: 'tail-pause', class: 'btn btn-small', text: 'Pause' });
@@ -564,8 +570,9 @@
         received.dataset.count = String(p.received);
         received.textContent = fmtNumber(p.received) + ' received';
         shown.dataset.count = String(p.shown);
-        shown.textContent = 'showing ' + fmtNumber(p.shown) + (p.received > p.shown ? ' (the last ' + fmtNumber(p.limit) + ' kept)' : '');
+        shown.textContent = (p.received > p.shown ? 'showing the last ' : 'showing ') + fmtNumber(p.shown);
         position.textContent = p.offset;
+        onOffset(p.offset);
       },
     });
     pause.addEventListener('click', () => (tail.paused ? tail.resume() : tail.pause()));
@@ -588,6 +595,7 @@
       tail.progress();
     });
     ctx.cleanups.push(() => tail.stop());
+    currentTail = tail;
     const from = ctx.query.get('offset') || '-1';
     tail.start(from);
     return tail;
@@ -1035,7 +1043,13 @@
   }
 
   // For tests and the curious: the session, and the hooks above.
-  window.DSConsole = { state, route, version: () => state.session && state.session.version };
+  window.DSConsole = {
+    state,
+    route,
+    version: () => state.session && state.session.version,
+    // The tail's rendering work: flushes, their total and longest time in ms.
+    stats: () => (currentTail ? Object.assign({ received: currentTail.received }, currentTail.stats) : null),
+  };
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', boot);
   else boot();

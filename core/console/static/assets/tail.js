@@ -62,6 +62,8 @@
       this.controller = null;
       this.pending = [];
       this.frame = 0;
+      this.timer = 0;
+      this.nextFlushAt = 0;
       this.received = 0;
       this.offset = '-1';
       this.cursor = null;
@@ -69,6 +71,7 @@
       this.closed = false;
       this.paused = false;
       this.state = 'idle';
+      this.stats = { flushes: 0, flushMs: 0, maxFlushMs: 0 };
       this.decoder = null;
       this.list.addEventListener('click', (event) => this.onListClick(event));
       this.onOffsetClick = options.onOffsetClick || (() => {});
@@ -109,7 +112,9 @@
     stop() {
       this.halt();
       if (this.frame) cancelAnimationFrame(this.frame);
+      if (this.timer) clearTimeout(this.timer);
       this.frame = 0;
+      this.timer = 0;
       this.pending = [];
     }
 
@@ -368,10 +373,24 @@
       record.at = new Date();
       this.pending.push(record);
       if (this.pending.length > 2 * this.limit) this.pending = this.pending.slice(-this.limit);
-      if (!this.frame) this.frame = requestAnimationFrame(() => this.flush());
+      this.schedule();
+    }
+
+    /** The next flush: at the next frame, but never sooner after the last one than twice
+     * what it took, so that a slow machine under a flood still has time for the person. */
+    schedule() {
+      if (this.frame || this.timer) return;
+      const wait = this.nextFlushAt - performance.now();
+      if (wait > 0) {
+        this.timer = setTimeout(() => {
+          this.timer = 0;
+          this.frame = requestAnimationFrame(() => this.flush());
+        }, wait);
+      } else this.frame = requestAnimationFrame(() => this.flush());
     }
 
     flush() {
+      const began = performance.now();
       this.frame = 0;
       let records = this.pending;
       this.pending = [];
@@ -388,6 +407,11 @@
         if (this.follow()) this.list.scrollTop = this.list.scrollHeight;
       }
       this.progress();
+      const took = performance.now() - began;
+      this.nextFlushAt = performance.now() + 2 * took;
+      this.stats.flushes += 1;
+      this.stats.flushMs += took;
+      this.stats.maxFlushMs = Math.max(this.stats.maxFlushMs, took);
     }
 
     render(record) {
