@@ -357,7 +357,7 @@
     const ttl = h('input', { id: 'create-ttl', type: 'number', min: '1', step: '1', placeholder: 'seconds (optional)' });
     const submit = h('button', { type: 'submit', id: 'create-submit', class: 'btn btn-primary', text: 'Create stream' });
     const status = h('div', { id: 'create-status', class: 'form-status', role: 'status' });
-    const denied = h('p', { id: 'create-denied', class: 'muted small', hidden: true });
+    const denied = h('p', { id: 'create-denied', class: 'denied', hidden: true });
     const form = h(
       'form',
       { id: 'create-form', class: 'form' },
@@ -612,8 +612,8 @@
     const send = h('button', { type: 'submit', id: 'append-send', class: 'btn btn-primary', text: 'Append' });
     const error = h('div', { id: 'append-error', class: 'form-error', role: 'alert' });
     const status = h('div', { id: 'append-status', class: 'form-status', role: 'status' });
-    const denied = h('p', { id: 'append-denied', class: 'muted small', hidden: true });
-    const form = h('form', { id: 'append-form', class: 'form' }, input, h('div', { class: 'form-buttons' }, send, h('span', { class: 'muted small', text: 'Ctrl+Enter sends' })), error, denied, status);
+    const denied = h('p', { id: 'append-denied', class: 'denied', hidden: true });
+    const form = h('form', { id: 'append-form', class: 'form' }, denied, input, h('div', { class: 'form-buttons' }, send, h('span', { class: 'muted small', text: 'Ctrl+Enter sends' })), error, status);
     side.appendChild(card('Append · ' + (mode === 'json' ? 'JSON' : mode === 'text' ? 'text' : 'hex bytes'), { id: 'append-card' }, form));
 
     let body = null; // what would be sent, or null
@@ -685,7 +685,7 @@
     const closeBtn = h('button', { type: 'button', id: 'stream-close', class: 'btn btn-warn', text: 'Close stream…' });
     const deleteBtn = h('button', { type: 'button', id: 'stream-delete', class: 'btn btn-danger', text: 'Delete stream…' });
     const status = h('div', { class: 'form-status', id: 'actions-status' });
-    const denied = h('p', { id: 'actions-denied', class: 'muted small', hidden: true });
+    const denied = h('p', { id: 'actions-denied', class: 'denied', hidden: true });
     side.appendChild(
       card('Close or delete', { id: 'actions-card' }, h('p', { class: 'muted small', text: 'Closing keeps every message and refuses further appends. Deleting removes the stream and its data.' }), h('div', { class: 'form-buttons' }, closeBtn, deleteBtn), denied, status)
     );
