@@ -473,7 +473,11 @@
         kv('ETag', hs.get('ETag') ? mono(hs.get('ETag')) : '–', 'meta-etag')
       );
       if (hs.get('Stream-Forked-From')) {
-        dl.append(kv('Forked from', h('span', null, streamLink(hs.get('Stream-Forked-From')), hs.get('Stream-Fork-Offset') ? h('span', { class: 'muted' }, ' at ', mono(hs.get('Stream-Fork-Offset'))) : null), 'meta-forked-from'));
+        // A path under the stream root, which a server may name with the root's own path.
+        const root = state.basePath.replace(/\/+$/, '') + '/';
+        let source = hs.get('Stream-Forked-From');
+        if (source.startsWith(root)) source = source.slice(root.length);
+        dl.append(kv('Forked from', h('span', null, streamLink(source), hs.get('Stream-Fork-Offset') ? h('span', { class: 'muted' }, ' at ', mono(hs.get('Stream-Fork-Offset'))) : null), 'meta-forked-from'));
       }
       const refresh = h('button', { type: 'button', id: 'meta-refresh', class: 'btn btn-small btn-quiet', text: 'Refresh', onclick: () => refreshMeta() });
       metaCard.append(h('div', { class: 'card-head' }, h('h2', { class: 'card-title', text: 'Metadata (HEAD)' }), refresh), dl);
@@ -1047,7 +1051,8 @@
     state,
     route,
     version: () => state.session && state.session.version,
-    // The tail's rendering work: flushes, their total and longest time in ms.
+    // The tail's work: DOM updates (flushes, their total and longest time in ms), SSE
+    // connections opened.
     stats: () => (currentTail ? Object.assign({ received: currentTail.received }, currentTail.stats) : null),
   };
 

@@ -71,7 +71,7 @@
       this.closed = false;
       this.paused = false;
       this.state = 'idle';
-      this.stats = { flushes: 0, flushMs: 0, maxFlushMs: 0 };
+      this.stats = { flushes: 0, flushMs: 0, maxFlushMs: 0, connections: 0 };
       this.decoder = null;
       this.list.addEventListener('click', (event) => this.onListClick(event));
       this.onOffsetClick = options.onOffsetClick || (() => {});
@@ -267,6 +267,7 @@
       });
       if (!live()) return;
       if (!resp.ok) await this.fail(resp);
+      this.stats.connections += 1;
       const base64 = (resp.headers.get('Stream-SSE-Data-Encoding') || '').toLowerCase() === 'base64';
       this.status('live', 'live · SSE');
       const reader = resp.body.getReader();
