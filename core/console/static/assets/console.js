@@ -1,7 +1,9 @@
-// The Durable Streams console: a single page, hash routes (#/streams, #/stream/<path>,
-// #/subscriptions, #/overview), vanilla JS under a CSP of script-src 'self' and
-// style-src 'self'. Everything the server sends (stream content, names, error messages) is put
-// on the page with textContent, never parsed as HTML.
+// The Durable Streams console: a single page, hash routes (#/streams[?prefix=P],
+// #/stream/<encodeURIComponent(path)>[?offset=O], #/subscriptions, #/overview), vanilla JS
+// under a CSP of script-src 'self' and style-src 'self'. Everything the server sends (stream
+// content, names, error messages) is put on the page with textContent, never parsed as HTML.
+// The token lives in sessionStorage ('dsconsole.token') and travels only as
+// `Authorization: Bearer`.
 //
 // Stable hooks for tests and scripts (ids unless marked [data-test]):
 //   header   #nav-streams #nav-subscriptions #nav-overview #session-info #token-box
@@ -22,15 +24,19 @@
 //            #tail-jump #tail-limit #tail-follow #tail-clear #tail-received[data-count]
 //            #tail-shown[data-count] #tail-position #tail-gone #tail-jump-earliest #tail-list
 //            [data-test=tail-message] > [data-test=msg-offset], [data-test=msg-body]
-//            append: #append-form #append-input #append-send #append-error #append-status
-//            #append-denied; actions: #stream-close #stream-delete #actions-denied
+//            append: #append-form #append-input #append-send #append-error (JSON or hex
+//            refused before sending) #append-status #append-denied (why it is disabled)
+//            actions: #stream-close #stream-delete #actions-denied #actions-status
 //            operator: #stream-operator #sealed-share #producers-table [data-test=producer-row]
 //            #forks-list [data-test=fork-link] #forks-age #operator-denied
 //   subs     #subscriptions-list [data-test=subscription][data-id] #subscriptions-empty
-//            #subscriptions-off #subscriptions-summary [data-test=subscription-link-row]
-//            #subscriptions-refresh
-//   overview #plot-appends #plot-bytes #plot-reads (svg) #stored-figures #stored-bar
-//            #stored-age #overview-refresh [data-test=figure-<key>]
+//            #subscriptions-off #subscriptions-denied #subscriptions-summary
+//            [data-test=subscription-link-row] #subscriptions-refresh
+//   overview #plot-appends #plot-bytes #plot-reads (svg, path.plot-line) #stored-figures
+//            #stored-bar #stored-age #overview-refresh #overview-denied
+//            [data-test=figure-<key>] (streams, links_behind, ...)
+//   script   window.DSConsole.stats(): the stream page's tail: received, flushes (DOM
+//            updates), flushMs, maxFlushMs, connections (SSE)
 'use strict';
 
 (function () {
