@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -58,6 +59,12 @@ SCAN_DEADLINE = 20.0
 FORKS_CACHED = 256
 SUBSCRIPTIONS_SHOWN = 200
 _EVERYTHING = Grant(frozenset(Action), "")
+
+
+try:
+    _VERSION = version("durable-streams-aws")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    _VERSION = "unknown"
 
 
 class ScanTooLong(Exception):
@@ -183,6 +190,7 @@ class _Routes:
             "auth": settings.auth,
             "public_prefixes": [prefix or "*" for prefix in settings.public_prefixes],
             "actions": [action.value for action in Action],
+            "version": _VERSION,
         }
         if self.parts.bearer is None:
             return _json({**document, "authenticated": False, "grants": [_EVERYTHING.render()]})

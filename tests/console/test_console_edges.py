@@ -58,7 +58,7 @@ def test_without_the_listing_the_page_says_how_and_opens_by_path(
     create(terse_server, "unlisted/room", body=json.dumps({"hello": "there"}))
     open_page(driver, terse_server, "/streams")
     off = wait_for(driver, lambda d: d.find_element(By.ID, "listing-off"))
-    assert "DS_LISTING=true" in off.text and "Listing=true" in off.text
+    assert "DS_LISTING=true" in off.text and "EnableListing=true" in off.text
     driver.find_element(By.ID, "open-path").send_keys("unlisted/room")
     driver.find_element(By.ID, "open-submit").click()
     wait_for(driver, lambda d: d.current_url.endswith(stream_route("unlisted/room")))

@@ -321,7 +321,7 @@
             { class: 'alert alert-info', id: 'listing-off' },
             h('strong', { text: 'Listing is off on this server. ' }),
             h('span', { text: err.message + ' ' }),
-            h('span', { text: 'Turn it on with DS_LISTING=true (dsaws serve has it on by default; a deployment: the template parameter Listing=true). Meanwhile, open a stream by its path.' })
+            h('span', { text: 'Turn it on with DS_LISTING=true (dsaws serve has it on by default on loopback; a deployment: the template parameter EnableListing=true). Meanwhile, open a stream by its path.' })
           )
         );
       } else if (err.status === 401 || err.status === 403) {
