@@ -416,7 +416,7 @@ def serve_settings(args: argparse.Namespace) -> Settings:
     )
     local_only = args.host in _LOOPBACK and not settings.auth
     defaults: dict[str, object] = {}
-    if f"{ENV_PREFIX}CONSOLE" not in os.environ:
+    if f"{ENV_PREFIX}CONSOLE" not in os.environ and not settings.console_overlaps_streams:
         defaults["console"] = True
     if f"{ENV_PREFIX}LISTING" not in os.environ and local_only:
         # The console's list of streams: every path, shown only to this machine's users.

@@ -391,16 +391,32 @@ class Settings(BaseModel):
         return self
 
     def _console_problems(self) -> list[str]:
+        if not self.console:
+            return []
         path = self.console_path
         if not _CONSOLE_PATH.fullmatch(path):
             return [
                 f"DS_CONSOLE_PATH={path!r}: a path such as /console (letters, digits, -, _ and "
                 "/ between segments; no trailing /)"
             ]
-        base = self.base_path.rstrip("/")
-        if path in {"/healthz", base} or path.startswith(base + "/") or base.startswith(path + "/"):
-            return [f"DS_CONSOLE_PATH={path} must not overlap the stream root {base} or /healthz"]
+        if self.console_overlaps_streams:
+            return [
+                f"DS_CONSOLE_PATH={path} overlaps the stream root "
+                f"{self.base_path.rstrip('/') or '/'} or /healthz: choose another path, or "
+                "DS_CONSOLE=false"
+            ]
         return []
+
+    @property
+    def console_overlaps_streams(self) -> bool:
+        """Whether the console's path would hide streams (or the stream root, the console)."""
+        path, base = self.console_path, self.base_path.rstrip("/")
+        return (
+            not base
+            or path in {"/healthz", base}
+            or path.startswith(base + "/")
+            or base.startswith(path + "/")
+        )
 
     def _lambda_problems(self) -> list[str]:
         if not running_in_lambda():

@@ -8,10 +8,10 @@ What is only here is what the protocol does not show: a listing with each stream
 
 from __future__ import annotations
 
-import threading
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -31,7 +31,6 @@ from ..auth import (
     Presented,
     Refused,
     operator_needs,
-    render_grants,
 )
 from ..http import responses
 from ..http.listing import PAGE_ITEMS
@@ -44,7 +43,9 @@ from ..subscriptions.errors import SubscriptionError
 from ._assets import ASSET_CACHE, PAGE_CACHE, SECURITY_HEADERS, SHOWN, ConsoleAssets
 from ._rates import RateSource
 from ._reports import stream_internals, stream_row, subscription_internals
+from ._scans import Gathered, ScanCache
 
+logger = logging.getLogger("dsaws")
 Admit = Callable[[Request, tuple[Need, ...], str], Awaitable[Decision]]
 # Reads the bearer token a request carries (None: access control is off).
 ReadBearer = Callable[[Mapping[str, str]], Presented]
@@ -58,6 +59,8 @@ FORKS_MAX_AGE = 60.0
 SCAN_DEADLINE = 20.0
 FORKS_CACHED = 256
 SUBSCRIPTIONS_SHOWN = 200
+# Every link of every subscription is read for a look: shared by the tabs polling it.
+SUBSCRIPTIONS_MAX_AGE = 5.0
 _EVERYTHING = Grant(frozenset(Action), "")
 
 
@@ -71,37 +74,8 @@ class ScanTooLong(Exception):
     pass
 
 
-@dataclass
-class _Gathered:
-    value: Any
-    at: float
-
-
-@dataclass
-class _ScanCache:
-    """Results of scans by key, kept `max_age` seconds; one scan per key at a time (others
-    asking meanwhile wait for it)."""
-
-    max_age: float
-    capacity: int = 1
-    clock: Callable[[], float] = time.time
-    _entries: dict[str, _Gathered] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def get(
-        self, key: str, gather: Callable[[], Any], fresh_after: float | None = None
-    ) -> _Gathered:
-        with self._lock:  # scans are rare and slow: one at a time is what an operator wants
-            now = self.clock()
-            found = self._entries.get(key)
-            limit = self.max_age if fresh_after is None else fresh_after
-            if found is not None and now - found.at < limit:
-                return found
-            gathered = _Gathered(gather(), self.clock())
-            if len(self._entries) >= self.capacity:
-                self._entries.pop(next(iter(self._entries)))
-            self._entries[key] = gathered
-            return gathered
+class RatesUnavailable(Exception):
+    pass
 
 
 @dataclass
@@ -156,8 +130,13 @@ class _Routes:
         self.parts = parts
         self.assets = assets
         self.settings = parts.settings
-        self.stats = _ScanCache(STATS_MAX_AGE)
-        self.fork_lists = _ScanCache(FORKS_MAX_AGE, capacity=FORKS_CACHED)
+        self.stats = ScanCache(STATS_MAX_AGE)
+        self.fork_lists = ScanCache(FORKS_MAX_AGE, capacity=FORKS_CACHED)
+        self.rates = ScanCache(parts.rates.cache_seconds)
+        self.subscriptions = ScanCache(SUBSCRIPTIONS_MAX_AGE)
+        # A scan must end well before the function that runs it is stopped.
+        timeout = self.settings.function_timeout
+        self.scan_deadline = SCAN_DEADLINE if timeout is None else min(SCAN_DEADLINE, timeout / 2)
 
     # ------------------------------------------------------------------ the page
 
@@ -190,22 +169,20 @@ class _Routes:
             "auth": settings.auth,
             "public_prefixes": [prefix or "*" for prefix in settings.public_prefixes],
             "actions": [action.value for action in Action],
-            "version": _VERSION,
         }
         if self.parts.bearer is None:
-            return _json({**document, "authenticated": False, "grants": [_EVERYTHING.render()]})
+            everything = [_EVERYTHING.render()]
+            return _json(
+                {**document, "version": _VERSION, "authenticated": False, "grants": everything}
+            )
         presented = await run_in_threadpool(self.parts.bearer, request.headers)
         if isinstance(presented, BadToken):
             refusal = Refused(401, "unauthorized", f"token refused: {presented.reason}")
             return responses.refused(refusal)
-        grants = presented.grants if isinstance(presented, Bearer) else ()
-        return _json(
-            {
-                **document,
-                "authenticated": isinstance(presented, Bearer),
-                "grants": render_grants(grants).split(" ") if grants else [],
-            }
-        )
+        if not isinstance(presented, Bearer):  # anonymous: no more than the page needs
+            return _json({**document, "authenticated": False, "grants": []})
+        grants = [grant.render() for grant in presented.grants]
+        return _json({**document, "version": _VERSION, "authenticated": True, "grants": grants})
 
     async def _admit(self, request: Request, needs: tuple[Need, ...]) -> Refused | None:
         decision = await self.parts.admit(request, needs, needs[0].path)
@@ -261,10 +238,55 @@ class _Routes:
         refused = await self._admit(request, operator_needs(path))
         if refused is not None:
             return responses.refused(refused)
-        gathered = await run_in_threadpool(
-            self.fork_lists.get, path, lambda: self.parts.store.forks_of(path)
+        store = self.parts.store
+        info = await run_in_threadpool(store.get, path)
+        if info is None or info.soft_deleted:
+            return responses.error(404, "not_found", "stream not found")
+        if info.ref_count == 0:  # nothing reads it: no scan to make
+            return _json({"forks": [], "hidden": 0, **_age(Gathered([], time.time()))})
+        try:
+            gathered = await self.fork_lists.get(
+                path, lambda: store.forks_of(path, self._deadline_check())
+            )
+        except ScanTooLong:
+            return self._too_long("the forks of this stream")
+        visible = await self._readable(request, gathered.value)
+        hidden = len(gathered.value) - len(visible)
+        return _json({"forks": visible, "hidden": hidden, **_age(gathered)})
+
+    async def _readable(self, request: Request, paths: list[str]) -> list[str]:
+        """The paths the request's credential may read or operate on: a fork may lie outside
+        the prefixes its source's operator may see."""
+        if self.parts.bearer is None:
+            return paths
+        presented = await run_in_threadpool(self.parts.bearer, request.headers)
+        grants = presented.grants if isinstance(presented, Bearer) else ()
+        public = self.settings.public_prefixes
+        return [
+            path
+            for path in paths
+            if Need(Action.READ, path).public_under(public)
+            or any(
+                grant.allows(Action.READ, path) or grant.allows(Action.OPERATE, path)
+                for grant in grants
+            )
+        ]
+
+    def _deadline_check(self) -> Callable[[int], None]:
+        deadline = time.monotonic() + self.scan_deadline
+
+        def check(_: int = 0) -> None:
+            if time.monotonic() > deadline:
+                raise ScanTooLong()
+
+        return check
+
+    def _too_long(self, what: str) -> Response:
+        return responses.unavailable(
+            f"{what} take over {self.scan_deadline:g} s to gather here (a scan of the table): "
+            "run `dsaws stats` for the store's figures",
+            retry_after=60,
         )
-        return _json({"forks": gathered.value, **_age(gathered)})
 
     # ------------------------------------------------------------------ operators
 
@@ -273,36 +295,37 @@ class _Routes:
         refused = await self._admit(request, OPERATOR_NEEDS)
         if refused is not None:
             return responses.refused(refused)
-        rates = await run_in_threadpool(self.parts.rates.rates)
+        rates = await self._rates()
         fresh_after = STATS_REFRESH_AFTER if refresh else None
         try:
-            gathered = await run_in_threadpool(self.stats.get, "", self._gather_stats, fresh_after)
+            gathered = await self.stats.get("", self._gather_stats, fresh_after)
         except ScanTooLong:
-            return responses.unavailable(
-                f"the store's figures take over {SCAN_DEADLINE:g} s to gather here: run "
-                "`dsaws stats` instead",
-                retry_after=60,
-            )
+            return self._too_long("the store's figures")
         age = _age(gathered)
         return _json(
             {
-                "rates": rates.as_dict(),
+                "rates": rates,
                 "stored": gathered.value,
                 "stored_as_of": age["as_of"],
                 "stored_age_seconds": age["age_seconds"],
             }
         )
 
+    async def _rates(self) -> dict[str, Any]:
+        """The rates, or why there are none (CloudWatch may refuse or throttle): the store's
+        figures are shown either way."""
+        source = self.parts.rates
+        try:
+            gathered = await self.rates.get("", lambda: source.rates().as_dict())
+        except Exception as exc:
+            logger.warning("console: the rates could not be read: %s", exc)
+            return {"error": f"the rates could not be read: {type(exc).__name__}"}
+        return gathered.value
+
     def _gather_stats(self) -> dict[str, Any]:
         from ..storage import gather_stats  # the scan's module, loaded when first asked
 
-        deadline = time.monotonic() + SCAN_DEADLINE
-
-        def progress(_: int) -> None:
-            if time.monotonic() > deadline:
-                raise ScanTooLong()
-
-        return gather_stats(self.parts.store, progress).as_dict()
+        return gather_stats(self.parts.store, self._deadline_check()).as_dict()
 
     async def subscription_list(self, request: Request) -> Response:
         service = self.parts.subscriptions
@@ -312,22 +335,22 @@ class _Routes:
         if refused is not None:
             return responses.refused(refused)
 
-        def gather() -> list[dict[str, Any]]:
+        def gather() -> dict[str, Any]:
+            live = [entry for entry in service.store.all() if not entry.deleted]
             listed = []
-            for subscription in service.store.all()[:SUBSCRIPTIONS_SHOWN]:
-                if subscription.deleted:
-                    continue
+            for subscription in live[:SUBSCRIPTIONS_SHOWN]:
                 try:
                     current, statuses = service.describe(subscription.id)
                 except SubscriptionError:  # removed since the listing
                     continue
                 listed.append(subscription_internals(current, statuses))
-            return listed
+            return {"subscriptions": listed, "total": len(live)}
 
-        return _json({"subscriptions": await run_in_threadpool(gather)})
+        gathered = await self.subscriptions.get("", gather)
+        return _json({**gathered.value, **_age(gathered)})
 
 
-def _age(gathered: _Gathered) -> dict[str, Any]:
+def _age(gathered: Gathered) -> dict[str, Any]:
     return {
         "as_of": format_expires_at(gathered.at),
         "age_seconds": round(max(0.0, time.time() - gathered.at), 1),

@@ -37,10 +37,12 @@ class Rates:
     step_seconds: int
     window_seconds: int
     series: Mapping[str, list[tuple[int, float]]]  # name -> [(step start, sum in the step)]
+    now: float  # when they were read: the last step may be the one in progress
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
+            "now": round(self.now, 3),
             "step_seconds": self.step_seconds,
             "window_seconds": self.window_seconds,
             "series": {
@@ -50,12 +52,17 @@ class Rates:
 
 
 class RateSource(Protocol):
+    # How long an answer may be reused: the console asks once per look of every open tab.
+    cache_seconds: float
+
     def rates(self) -> Rates: ...
 
 
 class RateRecorder:
     """Counts of the overview's metrics in steps of `step` seconds over the last `window`
     seconds, in memory: a ring of steps, each reset as the clock comes round to it again."""
+
+    cache_seconds = 0.0  # reading it costs nothing
 
     def __init__(
         self,
@@ -84,7 +91,8 @@ class RateRecorder:
             sums[metric] = sums.get(metric, 0.0) + value
 
     def rates(self) -> Rates:
-        now = int(self.clock()) // self.step * self.step
+        moment = self.clock()
+        now = int(moment) // self.step * self.step
         first = now - (self._slots - 1) * self.step
         series: dict[str, list[tuple[int, float]]] = {name: [] for name in SERIES}
         with self._lock:
@@ -93,7 +101,7 @@ class RateRecorder:
                 sums = self._sums[index] if self._starts[index] == start else {}
                 for name, metric in SERIES.items():
                     series[name].append((start, sums.get(metric, 0.0)))
-        return Rates("this server, since it started", self.step, self.window, series)
+        return Rates("this server, since it started", self.step, self.window, series, moment)
 
 
 class RecordingTelemetry:
@@ -112,7 +120,10 @@ class RecordingTelemetry:
 
 
 class CloudWatchRates:
-    """The same series from CloudWatch: every instance's figures, one GetMetricData call."""
+    """The same series from CloudWatch: every instance's figures, one GetMetricData call. The
+    minute in progress is left out: CloudWatch has not gathered it yet."""
+
+    cache_seconds = 30.0
 
     def __init__(
         self,
@@ -128,7 +139,8 @@ class CloudWatchRates:
 
     def rates(self) -> Rates:
         step = CLOUDWATCH_STEP_SECONDS
-        end = int(self.clock()) // step * step + step
+        moment = self.clock()
+        end = int(moment) // step * step
         start = end - self.window
         queries = [
             {
@@ -167,4 +179,5 @@ class CloudWatchRates:
             name: [(at, points.get(at, 0.0)) for at in range(start, end, step)]
             for name, points in found.items()
         }
-        return Rates("CloudWatch, every instance", step, self.window, series)
+        # Every step shown is complete: `now` is where the last one ends.
+        return Rates("CloudWatch, every instance", step, self.window, series, float(end))

@@ -178,11 +178,15 @@ class DynamoStore:
                     found.append((item["sk"]["S"].removeprefix(items.PRODUCER_SORT_PREFIX), state))
         return found
 
-    def forks_of(self, path: str) -> list[str]:
+    def forks_of(self, path: str, progress: Callable[[int], None] | None = None) -> list[str]:
         """The live streams forked from `path` (a Scan of the whole table: for an operator's
-        occasional look, cached by the caller)."""
+        occasional look, cached by the caller; `progress` is told the pages read so far, and
+        may stop the scan by raising)."""
         forks = []
-        for page in pages(self.dynamodb.scan, requests.forks_of(self.table, path)):
+        scan = pages(self.dynamodb.scan, requests.forks_of(self.table, path))
+        for number, page in enumerate(scan, 1):
+            if progress is not None:
+                progress(number)
             for item in page:
                 fork = item["pk"]["S"].removeprefix(items.STREAM_PREFIX)
                 info = self.live(items.decode_stream(fork, item))

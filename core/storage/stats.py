@@ -94,7 +94,7 @@ def gather_stats(store: Any, progress: Progress | None = None) -> StoreStats:
         if behind > 0:
             stats.links_behind += 1
             stats.subscription_backlog_bytes += behind
-    for size in _objects(store.s3, store.bucket):
+    for size in _objects(store.s3, store.bucket, progress, stats.table_items):
         stats.s3_objects += 1
         stats.s3_bytes += size
     return stats
@@ -109,10 +109,13 @@ def _scan(dynamodb: Any, table: str, progress: Progress | None) -> Iterator[item
             progress(seen)
 
 
-def _objects(s3: Any, bucket: str) -> Iterator[int]:
-    """The size of each object under the data prefix."""
+def _objects(s3: Any, bucket: str, progress: Progress | None, scanned: int) -> Iterator[int]:
+    """The size of each object under the data prefix (`progress` told before each page, with
+    the table's item count: it may stop the listing too)."""
     request: dict[str, Any] = {"Bucket": bucket, "Prefix": DATA_ROOT}
     while True:
+        if progress is not None:
+            progress(scanned)
         response = call(s3.list_objects_v2, **request)
         for entry in response.get("Contents", []):
             yield int(entry["Size"])

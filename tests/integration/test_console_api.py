@@ -9,14 +9,17 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import jwt
 import pytest
+from fastapi import FastAPI
 from starlette.testclient import TestClient
 
 from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.auth import OPEN
 from durable_streams_aws.core.config import SettingsError, load_settings
-from durable_streams_aws.core.console import CSP
+from durable_streams_aws.core.console import CSP, add_console
 from durable_streams_aws.core.runtime import Backend
-from tests.auth_support import KEY_SET_TEXT, bearer, token
+from tests.auth_support import AUDIENCE, CURRENT_KID, CURRENT_SECRET, KEY_SET_TEXT, bearer, token
 
 JSON = {"Content-Type": "application/json"}
 ROOT = "/v1/stream"
@@ -100,11 +103,22 @@ def test_a_console_path_elsewhere_serves_there(backend: Backend) -> None:
 
 
 @pytest.mark.parametrize(
-    "path", ["console", "/console/", "/v1/stream/ui", "/v1", "/healthz", "/a b"]
+    ("path", "base"),
+    [
+        ("console", "/v1/stream"),
+        ("/console/", "/v1/stream"),
+        ("/v1/stream/ui", "/v1/stream"),
+        ("/v1", "/v1/stream"),
+        ("/healthz", "/v1/stream"),
+        ("/a b", "/v1/stream"),
+        ("/console", ""),  # streams at the root: the console would hide some
+    ],
 )
-def test_a_console_path_that_cannot_work_is_refused_at_start(path: str) -> None:
-    with pytest.raises(SettingsError, match="DS_CONSOLE_PATH"):
-        load_settings(console_path=path)
+def test_a_console_path_that_cannot_work_is_refused_at_start(path: str, base: str) -> None:
+    with pytest.raises(SettingsError, match="DS_CONSOLE"):
+        load_settings(console=True, console_path=path, base_path=base)
+    # Without the console, its path is nobody's concern.
+    assert load_settings(console=False, console_path=path, base_path=base).base_path == base
 
 
 # ---------------------------------------------------------------------- session
@@ -125,6 +139,11 @@ def test_the_session_shows_what_a_token_grants_and_refuses_a_bad_one(secured: Te
     session = secured.get("/console/api/session", headers=bearer(reader))
     assert session.json()["authenticated"] is True
     assert session.json()["grants"] == ["read:chat/"]
+    # A list claim's entries keep their spaces: each grant is shown whole.
+    payload = {"aud": AUDIENCE, "exp": int(time.time()) + 600, "scope": ["read,append:my room/"]}
+    spaced = jwt.encode(payload, CURRENT_SECRET, algorithm="HS256", headers={"kid": CURRENT_KID})
+    grants = secured.get("/console/api/session", headers=bearer(spaced)).json()["grants"]
+    assert grants == ["append,read:my room/"]
     assert reader not in session.text
     bad = secured.get("/console/api/session", headers=bearer(reader[:-4] + "AAAA"))
     assert bad.status_code == 401 and bad.json()["error"] == "unauthorized"
@@ -242,6 +261,40 @@ def test_forks_are_listed_with_their_age(client: TestClient) -> None:
     assert client.get("/console/api/stream/base").json()["ref_count"] == 1
 
 
+def test_forks_outside_what_the_token_may_see_are_counted_not_named(secured: TestClient) -> None:
+    admin = bearer(token("read,append,create,delete,fork:*"))
+    assert secured.put(f"{ROOT}/a/1", headers={**JSON, **admin}).status_code == 201
+    for fork in ("a/fork", "secret/fork"):
+        made = secured.put(f"{ROOT}/{fork}", headers={**admin, "Stream-Forked-From": f"{ROOT}/a/1"})
+        assert made.status_code == 201
+    narrow = secured.get("/console/api/forks/a/1", headers=bearer(token("operate:a/")))
+    assert narrow.json()["forks"] == ["a/fork"] and narrow.json()["hidden"] == 1
+    assert "secret" not in narrow.text
+    wide = secured.get("/console/api/forks/a/1", headers=bearer(token("operate:a/ read:secret/")))
+    assert wide.json()["forks"] == ["a/fork", "secret/fork"] and wide.json()["hidden"] == 0
+
+
+def test_a_stream_nothing_forked_is_answered_without_a_scan(
+    client: TestClient, backend: Backend
+) -> None:
+    _make(client, "lonely", 1)
+    scans: list[dict[str, Any]] = []
+    original = backend.store.dynamodb.scan
+
+    def counted(**request: Any) -> Any:
+        scans.append(request)
+        return original(**request)
+
+    backend.store.dynamodb.scan = counted
+    try:
+        answer = client.get("/console/api/forks/lonely")
+        assert answer.status_code == 200 and answer.json()["forks"] == []
+        assert client.get("/console/api/forks/nobody").status_code == 404
+    finally:
+        backend.store.dynamodb.scan = original
+    assert scans == []
+
+
 def test_operator_views_need_the_operate_grant(secured: TestClient) -> None:
     admin = bearer(token("read,append,create,delete:*"))
     assert secured.put(f"{ROOT}/chat/1", headers={**JSON, **admin}).status_code == 201
@@ -279,6 +332,26 @@ def test_the_overview_counts_appends_and_caches_the_stores_figures(client: TestC
     assert sum(count for _, count in cached["rates"]["series"]["appends"]) == 7
 
 
+def test_rates_that_cannot_be_read_leave_the_rest_of_the_overview(backend: Backend) -> None:
+    class Refusing:  # CloudWatch refusing the role, or throttling
+        cache_seconds = 0.0
+
+        def rates(self) -> Any:
+            raise PermissionError("AccessDenied")
+
+    async def admit(*_: Any) -> Any:
+        return OPEN
+
+    app = FastAPI()
+    settings = backend.settings.model_copy(update={"console": True})
+    add_console(app, settings, backend.store, admit, None, Refusing(), None)
+    with TestClient(app) as alone:
+        answer = alone.get("/console/api/overview")
+    assert answer.status_code == 200
+    assert answer.json()["rates"] == {"error": "the rates could not be read: PermissionError"}
+    assert answer.json()["stored"]["streams"] == 0
+
+
 # ---------------------------------------------------------------------- subscriptions
 
 
@@ -293,6 +366,7 @@ def test_subscriptions_show_each_link_behind_its_tail_and_the_wake(client: TestC
         assert client.post(f"{ROOT}/jobs/1", json=[{"n": n}], headers=JSON).status_code == 204
     answer = client.get("/console/api/subscriptions")
     assert answer.status_code == 200 and answer.headers["cache-control"] == "no-store"
+    assert answer.json()["total"] == 1
     (subscription,) = answer.json()["subscriptions"]
     assert subscription["id"] == "workers" and subscription["type"] == "pull-wake"
     assert subscription["wake_stream"] == "wake/pool" and subscription["failed_attempts"] == 0

@@ -201,7 +201,18 @@
       signal: controller.signal,
       cleanups: [() => controller.abort()],
       every(ms, fn) {
-        const timer = setInterval(fn, ms);
+        // A tick is skipped while the last one is still waiting on the server: a slow answer
+        // (a scan) is never asked for again before it arrives.
+        let busy = false;
+        const timer = setInterval(async () => {
+          if (busy) return;
+          busy = true;
+          try {
+            await fn();
+          } finally {
+            busy = false;
+          }
+        }, ms);
         this.cleanups.push(() => clearInterval(timer));
       },
     };
@@ -270,7 +281,7 @@
     const table = h(
       'table',
       { class: 'table', id: 'streams-table' },
-      h('thead', null, h('tr', null, ...['Path', 'Content type', 'Size', 'State', 'TTL / expiry', 'Last append'].map((t) => h('th', { text: t })))),
+      h('thead', null, h('tr', null, ...['Path', 'Content type', 'Size', 'State', 'TTL / expiry', 'Last activity'].map((t) => h('th', { text: t })))),
       body
     );
     const more = h('button', { type: 'button', id: 'streams-more', class: 'btn', text: 'Load more' });
@@ -602,6 +613,7 @@
     });
     clearBtn.addEventListener('click', () => {
       list.replaceChildren();
+      tail.chars = 0;
       tail.progress();
     });
     ctx.cleanups.push(() => tail.stop());
@@ -947,10 +959,18 @@
       const now = Date.now() / 1000;
       const series = r.series || {};
       clear(rates);
+      if (r.error) {
+        ratesNote.textContent = r.error;
+        return;
+      }
       ratesNote.textContent = 'Per second, over the last ' + fmtDuration(r.window_seconds) + ' in steps of ' + fmtDuration(r.step_seconds) + '. Counted by ' + (r.source || 'the server') + ', not by scanning the store.';
       const plot = (title, key, unit, format, test) => {
         const points = series[key] || [];
-        const last = points.length ? Number(points[points.length - 1][1]) / (r.step_seconds || 1) : 0;
+        // The last step is the one in progress: its rate is over the part of it gone by.
+        const step = r.step_seconds || 1;
+        const lastPoint = points.length ? points[points.length - 1] : null;
+        const elapsed = lastPoint && r.now ? Math.min(step, Math.max(1, r.now - lastPoint[0])) : step;
+        const last = lastPoint ? Number(lastPoint[1]) / elapsed : 0;
         const total = points.reduce((s, p) => s + (Number(p[1]) || 0), 0);
         return h(
           'div',

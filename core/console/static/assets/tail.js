@@ -15,6 +15,9 @@
   const { h, hexDump, truncate, fmtNumber, fmtClock, sleep } = window.DS;
 
   const MAX_TEXT_SHOWN = 2 * 1024 * 1024; // characters of one text chunk or JSON message
+  // Characters the kept messages may hold in all: past it the oldest go, whatever N says, so
+  // a tail of large messages stays within memory too (at least the newest one is kept).
+  const CHARS_KEPT = 16 * 1024 * 1024;
   const MAX_BYTES_SHOWN = 64 * 1024; // bytes of one binary chunk in the hex dump
   const RETRY_FIRST_MS = 500;
   const RETRY_MAX_MS = 10000;
@@ -64,6 +67,7 @@
       this.frame = 0;
       this.timer = 0;
       this.nextFlushAt = 0;
+      this.chars = 0; // characters the shown messages hold (see CHARS_KEPT)
       this.received = 0;
       this.offset = '-1';
       this.cursor = null;
@@ -84,6 +88,7 @@
       this.halt();
       this.pending = [];
       this.list.replaceChildren();
+      this.chars = 0;
       this.received = 0;
       this.offset = offset;
       this.cursor = null;
@@ -121,9 +126,17 @@
     setLimit(limit) {
       this.limit = Math.max(1, limit | 0);
       if (this.pending.length > this.limit) this.pending = this.pending.slice(-this.limit);
-      let extra = this.list.childElementCount - this.limit;
-      while (extra-- > 0) this.list.firstElementChild.remove();
+      this.trim();
       this.progress();
+    }
+
+    /** Drops the oldest shown messages past N, or past the character budget. */
+    trim() {
+      const list = this.list;
+      while (list.childElementCount > this.limit || (this.chars > CHARS_KEPT && list.childElementCount > 1)) {
+        this.chars -= list.firstElementChild.dsChars || 0;
+        list.firstElementChild.remove();
+      }
     }
 
     halt() {
@@ -398,13 +411,20 @@
       if (records.length > this.limit) records = records.slice(-this.limit);
       if (records.length) {
         const fragment = document.createDocumentFragment();
-        for (const record of records) fragment.appendChild(this.render(record));
-        if (records.length >= this.limit) this.list.replaceChildren(fragment);
-        else {
-          this.list.appendChild(fragment);
-          let extra = this.list.childElementCount - this.limit;
-          while (extra-- > 0) this.list.firstElementChild.remove();
+        let chars = 0;
+        for (const record of records) {
+          const el = this.render(record);
+          chars += el.dsChars;
+          fragment.appendChild(el);
         }
+        if (records.length >= this.limit) {
+          this.list.replaceChildren(fragment);
+          this.chars = chars;
+        } else {
+          this.list.appendChild(fragment);
+          this.chars += chars;
+        }
+        this.trim();
         if (this.follow()) this.list.scrollTop = this.list.scrollHeight;
       }
       this.progress();
@@ -454,6 +474,7 @@
       }
       const el = h('div', { class: 'msg msg-' + record.kind, test: 'tail-message' }, head, body);
       if (note) el.appendChild(h('div', { class: 'msg-note', text: note }));
+      el.dsChars = body.textContent.length; // what it holds, for the character budget
       return el;
     }
 
