@@ -269,6 +269,9 @@ def forks_and_lifecycle(store: DynamoStore, clock: FakeClock) -> None:
     assert info is not None
     store.renew(info)
     assert "j" in store.list_streams("", None, 100).paths
+    # The console's operator reads: a stream's producers and its forks.
+    assert store.forks_of("j") == ["k"]
+    assert store.producers(fork) == []
     assert store.delete("a") is Presence.FOUND  # forked: soft-deleted
     assert store.delete("f") is Presence.FOUND  # its last fork: both go (cascade)
     assert store.get("a") is None
