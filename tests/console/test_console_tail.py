@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 from browser_support import BrowserLog, wait_for
-from console_pages import create, messages, open_stream, received, stream_url, timed
+from console_pages import create, messages, open_stream, received, stream_url, timed, wait_live
 from console_support import ConsoleServer
 from selenium.webdriver import Chrome
 from selenium.webdriver.common.by import By
@@ -118,3 +118,38 @@ def test_a_tail_of_100000_messages_stays_bounded_and_responsive(
         f"{stats['maxFlushMs']:.0f} ms"
     )
     browser_log.assert_clean()
+
+
+CHUNKS = 24  # appends of 1 MiB: more than the page keeps of characters (16 Mi)
+CHARS_KEPT = 16 * 1024 * 1024
+_SHOWN_CHARS = (
+    "return Array.from(document.querySelectorAll('#tail-list [data-test=msg-body]'))"
+    ".reduce((sum, el) => sum + el.textContent.length, 0)"
+)
+
+
+def test_a_tail_of_large_messages_keeps_a_bounded_number_of_characters(
+    driver: Chrome, console_server: ConsoleServer, screenshot: Callable[..., Path]
+) -> None:
+    path = "load/large-text"
+    create(console_server, path, content_type="text/plain")
+    open_stream(driver, console_server, path)
+    wait_live(driver)
+    with httpx.Client(timeout=30) as client:  # followed live: each arrives as reads of its own
+        for n in range(CHUNKS):
+            body = f"chunk-{n:02d} ".encode() + b"x" * (1024 * 1024 - 9)
+            answer = client.post(
+                stream_url(console_server, path),
+                headers={"Content-Type": "text/plain"},
+                content=body,
+            )
+            assert answer.status_code == 204
+    last = f"chunk-{CHUNKS - 1:02d}"
+    wait_for(driver, lambda d: any(b.startswith(last) for _, b in messages(d)), 30, "no last chunk")
+    shown = driver.execute_script(_DOM)
+    chars = driver.execute_script(_SHOWN_CHARS)
+    # Fewer than N (1,000) reads are kept, bounded by characters instead: at most the budget
+    # plus the one read that went over it; every read is counted.
+    assert received(driver) > shown > 0, (received(driver), shown)
+    assert 0 < chars <= CHARS_KEPT + 2 * 1024 * 1024, chars
+    screenshot("stream-large-text")
