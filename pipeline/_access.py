@@ -29,6 +29,7 @@ from durable_streams_aws.core.protocol.offsets import format_offset, parse_offse
 from durable_streams_aws.core.storage import ReadBatch, Snapshot, StreamInfo
 
 from ._plan import BEGINNING, FIRST, Origin, StreamSlice, StreamState, position, rank
+from ._responses import response_messages
 from ._rows import SnapshotRead
 
 # How much one direct read asks the store for (the store's reads are a DynamoDB query page
@@ -81,7 +82,7 @@ class HttpAccess:
                     continue
                 start = begun.at
                 if json_stream:
-                    messages = tuple(split_messages(batch.data, allow_empty_array=True))
+                    messages = tuple(response_messages(batch.data))
                     yield ReadBatch(start, end, messages=messages)
                 else:
                     # A response ends between appends unless its offset says it was cut inside one.

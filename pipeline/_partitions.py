@@ -1,8 +1,8 @@
 """Partition reading shared by the batch source (`source`) and the micro-batch source
 (`streaming`): what a query reads is resolved on the driver, and a `SlicePartition` carries
 everything an executor needs to read one stream's range into rows. Both sources hand Spark the
-same partitions and read them with the same `read_slice`, so a batch read and a micro-batch of
-the same range return the same rows.
+same partitions and read them with the same `read_partition` (Arrow record batches in a Spark
+task), so a batch read and a micro-batch of the same range return the same rows.
 """
 
 from __future__ import annotations
@@ -10,12 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
 from durable_streams_aws.client import OffsetGone, StreamGone, StreamNotFound
+from durable_streams_aws.core.storage import ReadBatch
 
 from ._access import access
+from ._arrow_rows import arrow_schema, record_batch
 from ._json_values import SUPPORTED, parser, unsupported
 from ._plan import (
     DataLoss,
@@ -27,7 +31,7 @@ from ._plan import (
     after_gone,
     log,
 )
-from ._rows import VALUE_FIELD, rows
+from ._rows import VALUE_FIELD, SnapshotRead, rows
 
 
 @dataclass
@@ -65,17 +69,42 @@ def value_types(schema: StructType) -> tuple[bool, StructType | None]:
     return as_text, value_type
 
 
+def read_partition(partition: SlicePartition) -> Iterator[tuple] | Iterator[pa.RecordBatch]:
+    """What a source's `read` returns: Arrow batches to Spark (in a task), rows as tuples to
+    a caller reading a partition by hand (outside any Spark task)."""
+    if TaskContext.get() is None:
+        return read_slice(partition)
+    return read_slice_batches(partition)
+
+
 def read_slice(partition: SlicePartition) -> Iterator[tuple]:
-    """The rows of one stream's range (on an executor). Where retention dropped part of it
-    (410 Gone naming the earliest offset kept), the read fails naming the range lost, or with
-    failOnDataLoss=false reads on from the earliest offset kept, never past the range's end."""
+    """The rows of one stream's range, one tuple each, its JSON parsed message by message."""
     piece = partition.slice
     parse = parser(partition.value_type) if partition.value_type is not None else None
+    for batch in _reads(partition):
+        yield from rows(piece.stream, piece.content_type, batch, partition.as_text, parse)
+
+
+def read_slice_batches(partition: SlicePartition) -> Iterator[pa.RecordBatch]:
+    """The same rows as `read_slice`, as Arrow record batches (JSON parsed natively)."""
+    piece = partition.slice
+    schema = arrow_schema(partition.as_text, partition.value_type)
+    for batch in _reads(partition):
+        built = record_batch(piece.stream, piece.content_type, batch, schema, partition.value_type)
+        if built is not None:
+            yield built
+
+
+def _reads(partition: SlicePartition) -> Iterator[ReadBatch | SnapshotRead]:
+    """What reading one stream's range returns (on an executor). Where retention dropped part
+    of it (410 Gone naming the earliest offset kept), the read fails naming the range lost, or
+    with failOnDataLoss=false reads on from the earliest offset kept, never past the range's
+    end."""
+    piece = partition.slice
     origin = access(partition.origin)
     while True:
         try:
-            for batch in origin.read(piece):
-                yield from rows(piece.stream, piece.content_type, batch, partition.as_text, parse)
+            yield from origin.read(piece)
             return
         except OffsetGone as exc:
             asked = exc.offset.token if exc.offset is not None else piece.start

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -31,7 +32,7 @@ from pyspark.sql.types import StructType
 from durable_streams_aws.core.protocol.headers import is_json
 
 from ._access import access
-from ._partitions import SlicePartition, read_slice, resolve, value_types
+from ._partitions import SlicePartition, read_partition, resolve, value_types
 from ._plan import OptionError, ReadOptions, plan_slices
 from ._rows import is_textual, schema_ddl
 
@@ -97,10 +98,10 @@ class BatchReader(DataSourceReader):
             for piece in self.slices
         ]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[tuple] | Iterator[pa.RecordBatch]:
         if not isinstance(partition, SlicePartition):
             return iter(())  # nothing to read: Spark reads one empty default partition
-        return read_slice(partition)
+        return read_partition(partition)
 
 
 def _check_sink_schema(schema: StructType, overwrite: bool) -> None:

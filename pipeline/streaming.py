@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 try:
@@ -33,7 +34,7 @@ from durable_streams_aws.client import OffsetGone, StreamGone, StreamNotFound
 
 from ._access import access
 from ._admission import Budget, admitted_end, canonical
-from ._partitions import SlicePartition, read_slice, resolve, value_types
+from ._partitions import SlicePartition, read_partition, resolve, value_types
 from ._plan import (
     FIRST,
     OptionError,
@@ -136,9 +137,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             and (content_type := self.content_types.get(stream)) is not None
         ]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[tuple] | Iterator[pa.RecordBatch]:
         assert isinstance(partition, SlicePartition)
-        return read_slice(partition)
+        return read_partition(partition)
 
     def commit(self, end: dict) -> None:
         pass  # nothing to acknowledge: the checkpoint is the reader's only state

@@ -1,0 +1,92 @@
+"""Arrow record batches from what a read returned: the same columns, types, values and order as
+the rows of `_rows.rows` (one row per JSON message or snapshot message, one per read of a byte
+or text stream), built column by column. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+from durable_streams_aws.core.protocol.offsets import MAX_POSITION, format_offset
+from durable_streams_aws.core.storage import ReadBatch
+
+from ._arrow_json import parse_values
+from ._rows import SCHEMA_FIELDS, VALUE_FIELD, SnapshotRead
+
+_DIGITS = len(str(MAX_POSITION))
+_PREFIX = format_offset(0)[:-_DIGITS]  # the reserved first part, and its separator
+
+
+def row_type(as_text: bool, value_type: StructType | None) -> StructType:
+    """The Spark type of the rows read (the source's schema)."""
+    fields = [StructField(name, StringType()) for name in SCHEMA_FIELDS]
+    fields[SCHEMA_FIELDS.index("message")] = StructField(
+        "message", StringType() if as_text else BinaryType()
+    )
+    if value_type is not None:
+        fields.append(StructField(VALUE_FIELD, value_type))
+    return StructType(fields)
+
+
+def arrow_schema(as_text: bool, value_type: StructType | None) -> pa.Schema:
+    """The Arrow schema Spark takes batches of rows of that type in."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(row_type(as_text, value_type), timezone="UTC")
+
+
+def record_batch(
+    stream: str,
+    content_type: str,
+    batch: ReadBatch | SnapshotRead,
+    schema: pa.Schema,
+    value_type: StructType | None = None,
+) -> pa.RecordBatch | None:
+    """One batch's rows (None: it has none), in `schema` (from `arrow_schema`)."""
+    messages: Sequence[bytes]
+    if isinstance(batch, SnapshotRead):
+        messages = batch.messages
+    elif batch.messages is None:
+        messages = [batch.data] if batch.data else []
+    else:
+        messages = batch.messages
+        if not messages and batch.start != batch.end:
+            raise ValueError(f"{stream}: messages end at {batch.start}, the read at {batch.end}")
+    if not messages:
+        return None
+    count = len(messages)
+    message = pa.array(messages, pa.binary())
+    if isinstance(batch, SnapshotRead):
+        offsets = pa.repeat(pa.scalar(batch.token, pa.string()), count)
+    elif batch.messages is None:
+        offsets = pa.array([format_offset(batch.end, batch.inside)], pa.string())
+    else:
+        offsets = message_ends(stream, batch, message)
+    if pa.types.is_string(schema.field("message").type):
+        message = message.cast(pa.string())  # checks the text is UTF-8, as decoding did
+    columns = [
+        pa.repeat(pa.scalar(stream, pa.string()), count),
+        offsets,
+        message,
+        pa.repeat(pa.scalar(content_type, pa.string()), count),
+    ]
+    if value_type is not None:
+        arrow_type = schema.field(VALUE_FIELD).type
+        columns.append(parse_values(messages, value_type, arrow_type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def message_ends(stream: str, batch: ReadBatch, messages: pa.Array) -> pa.Array:
+    """Each JSON message's offset: the position where it ends (`format_offset`'s token)."""
+    lengths = pc.binary_length(messages).cast(pa.int64())
+    ends = pc.add(pc.cumulative_sum(lengths), batch.start)
+    last = ends[-1].as_py()
+    if last != batch.end:
+        raise ValueError(f"{stream}: messages end at {last}, the read at {batch.end}")
+    if batch.start < 0 or last > MAX_POSITION:
+        raise ValueError(f"position out of range: {last}")
+    digits = pc.utf8_lpad(ends.cast(pa.string()), width=_DIGITS, padding="0")
+    return pc.binary_join_element_wise(_PREFIX, digits, "")
