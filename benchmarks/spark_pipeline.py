@@ -2,6 +2,7 @@
 `durable_streams` source (over HTTP, and straight from the store) and written by its sink.
 
     python3 -m benchmarks.spark_pipeline              # 100k messages of about 100 bytes
+    python3 -m benchmarks.spark_pipeline --against-file-source   # and Spark's own JSON reader
 
 The streams are served by `dsaws serve --aws` on an emulator in a process of its own (which
 counts the AWS calls each path makes). Spark's startup (the JVM, the session, a first job) is
@@ -14,9 +15,11 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,6 +31,7 @@ from durable_streams_aws.core.runtime import use_emulator_credentials
 
 STREAMS = ("bench/a", "bench/b")  # two streams: one partition each on local[2]
 TABLE, BUCKET = "pipeline-bench", "pipeline-bench-data"
+JSON_SCHEMA = "n BIGINT, kind STRING, page STRING, pad STRING"  # the fields of `message`
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,42 @@ def read_all(spark: Any, options: dict[str, str]) -> Callable[[], int]:
     return work
 
 
+def materialize(frame: Callable[[], Any]) -> Callable[[], int]:
+    """Every row read, through the `noop` sink (Spark's own way of timing a whole read); the
+    rows are counted once, untimed."""
+    rows = int(frame().count())
+
+    def work() -> int:
+        frame().write.format("noop").mode("overwrite").save()
+        return rows
+
+    return work
+
+
+def against_file_source(
+    spark: Any, url: str, endpoint: str, count: int, repeats: int, folder: Path
+) -> list[Result]:
+    """The same rows read by Spark's JSON file source (from a local file, with the schema),
+    and by the source over HTTP with `jsonSchema` and raw, every read materialized."""
+    path = folder / "messages.json"
+    with path.open("w") as lines:
+        for index in range(len(STREAMS)):
+            for n in range(index, count, len(STREAMS)):
+                lines.write(json.dumps(message(n)) + "\n")
+    source = spark.read.format("durable_streams").option("url", url)
+    source = source.option("streams", ",".join(STREAMS))
+    reads = {
+        "Spark's JSON file source, schema, local file": (
+            lambda: spark.read.schema(JSON_SCHEMA).json(str(path))
+        ),
+        "over HTTP with jsonSchema": lambda: source.option("jsonSchema", JSON_SCHEMA).load(),
+        "over HTTP, raw messages": lambda: source.load(),
+    }
+    return [
+        measure(name, materialize(frame), count, repeats, endpoint) for name, frame in reads.items()
+    ]
+
+
 def write_all(spark: Any, url: str, count: int) -> Callable[[], int]:
     runs = iter(range(1_000_000))
 
@@ -137,6 +177,11 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--against-file-source",
+        action="store_true",
+        help="also time materialized reads against Spark's JSON file source on the same rows",
+    )
     args = parser.parse_args(argv)
 
     use_emulator_credentials()  # for the server, and for Spark's direct reads
@@ -180,6 +225,12 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
                         endpoint,
                     ),
                 ]
+                compared = []
+                if args.against_file_source:
+                    with tempfile.TemporaryDirectory() as folder:
+                        compared = against_file_source(
+                            spark, url, endpoint, args.messages, args.repeats, Path(folder)
+                        )
             finally:
                 if own_session:
                     spark.stop()
@@ -187,6 +238,15 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
     columns = ("path", "rows", "seconds per run", "rows/s (median)", "AWS calls per 1000 rows")
     print_table(columns, "<><>>", (result.row() for result in results))
     print(json.dumps({r.path: round(r.per_second) for r in results}))
+    if compared:
+        print()
+        baseline = compared[0].per_second
+        print_table(
+            ("read, materialized (noop sink)", "rows/s (median)", "against the file source"),
+            "<>>",
+            ([r.path, f"{r.per_second:,.0f}", f"{r.per_second / baseline:.2f}"] for r in compared),
+        )
+        print(json.dumps({r.path: round(r.per_second) for r in compared}))
     return 0
 
 
