@@ -14,9 +14,13 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
+import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
-from pyspark.sql.types import Row
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 
 from durable_streams_aws.client import DurableStream, ProducerSettings, SyncIdempotentProducer
 from durable_streams_aws.core.protocol.headers import is_json
@@ -63,8 +67,9 @@ class Written(WriterCommitMessage):
     messages: int
 
 
-def write_partition(options: SinkOptions, epoch: int, rows: Iterator[Row]) -> Written:
-    """Append the rows' messages as producer `<sinkId>-<partition>` at `epoch` (executor)."""
+def write_partition(options: SinkOptions, epoch: int, batches: Iterator[pa.RecordBatch]) -> Written:
+    """Append the messages of a partition's rows (Arrow record batches, in order) as producer
+    `<sinkId>-<partition>` at `epoch` (executor)."""
     partition = TaskContext.get().partitionId()
     settings = ProducerSettings(linger=_NEVER, max_batch_bytes=CHUNK_BYTES)
     producer = SyncIdempotentProducer(
@@ -76,29 +81,30 @@ def write_partition(options: SinkOptions, epoch: int, rows: Iterator[Row]) -> Wr
     )
     count = 0
     try:
-        for row in rows:
-            message = row["message"]
-            producer.append(json.loads(message) if options.json_stream else message)
-            count += 1
+        for batch in batches:
+            messages = batch.column("message").to_pylist()
+            # A JSON text is parsed (a message must be one JSON value) and sent re-encoded.
+            producer.extend(map(json.loads, messages) if options.json_stream else messages)
+            count += len(messages)
         producer.flush()
     finally:
         producer.detach()
     return Written(partition, count)
 
 
-class BatchWriter(DataSourceWriter):
+class BatchWriter(DataSourceArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
-    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return write_partition(self.options, self.options.epoch, iterator)
 
 
-class StreamWriter(DataSourceStreamWriter):
+class StreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
-    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         batch_id = TaskContext.get().getLocalProperty("streaming.sql.batchId")
         return write_partition(self.options, int(batch_id), iterator)
 

@@ -14,7 +14,7 @@ import httpx
 
 from . import _wire as wire
 from ._attempts import Next, after_answer, after_check, after_failure
-from ._base import DEFAULT_TIMEOUT, StreamBase
+from ._base import DEFAULT_TIMEOUT, StreamBase, default_tls
 from ._errors import DurableStreamError, OutcomeUnknown
 from ._live import SILENT_END, Connection, SseHealth, live_transport
 from ._offset import Offset
@@ -34,7 +34,7 @@ class AsyncDurableStream(StreamBase):
         **options: Any,
     ) -> None:
         super().__init__(url, **options)
-        self._client = client or httpx.AsyncClient(timeout=timeout)
+        self._client = client or httpx.AsyncClient(timeout=timeout, verify=default_tls())
         self._owns_client = client is None
 
     # ---------------------------------------------------------------- lifecycle

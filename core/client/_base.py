@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ssl
+from functools import cache
+
 import httpx
 
 from ._offset import Offset
@@ -10,6 +13,15 @@ from ._wire import HeaderSource, StreamInfo, TokenSource, with_token
 
 # Long enough for a long-poll (the server answers within its timeout, 15 s by default).
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+
+
+@cache
+def default_tls() -> ssl.SSLContext:
+    """The TLS settings of a client made without one of the caller's: httpx's defaults
+    (certifi's roots, or `SSL_CERT_FILE`/`SSL_CERT_DIR` as set when first asked), built once per
+    process. Loading the roots takes about 20 ms, which every `DurableStream` would otherwise
+    pay again (a Spark query makes several in each of its Python workers)."""
+    return httpx.create_ssl_context()
 
 
 class StreamBase:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +121,12 @@ class IdempotentProducer:
                 self._pump()
             elif starts_batch:
                 self._spawn(self._linger(self._cuts))
+
+    async def extend(self, values: Iterable[Any]) -> None:
+        """`append` each value in turn (one call for many messages: a synchronous caller
+        crosses to the producer's thread once, not once per message)."""
+        for value in values:
+            await self.append(value)
 
     async def flush(self) -> Offset | None:
         """Deliver everything appended so far; returns the offset after it. Raises
@@ -337,6 +344,10 @@ class SyncIdempotentProducer:
 
     def append(self, value: Any) -> None:
         self._call(self._producer.append(value))
+
+    def extend(self, values: Iterable[Any]) -> None:
+        # Taken here: the caller's iterator is not read from the producer's thread.
+        self._call(self._producer.extend(list(values)))
 
     def flush(self) -> Offset | None:
         return self._call(self._producer.flush())

@@ -158,8 +158,9 @@ def test_the_producer_from_synchronous_code(base: str) -> None:
     with DurableStream(f"{base}/sync-producer") as stream:
         stream.create("application/json")
     producer = SyncIdempotentProducer(f"{base}/sync-producer", "sync-writer")
-    for n in range(50):
+    for n in range(25):
         producer.append({"n": n})
+    producer.extend({"n": n} for n in range(25, 50))  # a generator, read on the caller's thread
     assert producer.flush() is not None
     final = producer.close({"n": "end"})
     with DurableStream(f"{base}/sync-producer") as stream:

@@ -70,7 +70,10 @@ def produce(
     count: int = 300,
     attempts: int = 30,
     close: bool = True,
+    extend_by: int = 0,
 ) -> tuple[list[object], list[object], ProducerError | None, FaultyTransport]:
+    """`count` messages appended one by one, or `extend_by` at a time."""
+
     async def scenario() -> tuple[
         list[object], list[object], ProducerError | None, FaultyTransport
     ]:
@@ -85,8 +88,12 @@ def produce(
         sent = [{"n": n} for n in range(count)]
         failure = None
         try:
-            for message in sent:
-                await producer.append(message)
+            if extend_by:
+                for lo in range(0, count, extend_by):
+                    await producer.extend(iter(sent[lo : lo + extend_by]))
+            else:
+                for message in sent:
+                    await producer.append(message)
             await (producer.close({"n": "end"}) if close else producer.flush())
         except ProducerError as exc:
             failure = exc
@@ -105,6 +112,14 @@ def test_every_message_once_and_in_order_through_every_fault(backend: Backend, s
     sent, stored, failure, transport = produce(backend, faults, seed)
     assert failure is None, failure
     assert transport.committed_then_dropped > 0, transport.requests  # the dangerous case
+    assert stored == [*sent, {"n": "end"}]
+
+
+def test_extend_appends_each_value_in_order_through_every_fault(backend: Backend) -> None:
+    faults = Faults(drop_before=0.1, drop_after=0.1, busy=0.1, max_delay=0.01)
+    sent, stored, failure, transport = produce(backend, faults, seed=11, extend_by=37)
+    assert failure is None, failure
+    assert transport.committed_then_dropped > 0, transport.requests
     assert stored == [*sent, {"n": "end"}]
 
 

@@ -16,6 +16,7 @@ from mangum.handlers.utils import handle_base64_response_body
 from durable_streams_aws.core.http.envelope import (
     TEXT_MIME_TYPES,
     encoded_size,
+    encoded_size_bound,
     fit_read,
     largest_fitting,
     text_boundary,
@@ -61,6 +62,25 @@ def test_encoded_size_is_what_mangum_and_json_produce(body: bytes, content_type:
     assert encoded_size(body, content_type) == lambda_payload_size(body, content_type)
 
 
+@pytest.mark.parametrize("content_type", CONTENT_TYPES)
+@pytest.mark.parametrize("body", [*SAMPLES, b"\x00" * 9, "\U0001f600".encode() * 3, b"\xff" * 5])
+def test_the_bound_is_never_below_the_encoded_size(body: bytes, content_type: str) -> None:
+    assert encoded_size(body, content_type) <= encoded_size_bound(len(body), content_type)
+
+
+def test_a_read_that_fits_only_once_weighed_is_still_served_whole() -> None:
+    """Below the bound a body is weighed: one that fits exactly is served whole, one byte less
+    of budget cuts it."""
+    messages = tuple(b'{"n":%d}' % i for i in range(50))
+    batch = ReadBatch(0, sum(map(len, messages)), messages=messages)
+    exact = encoded_size(read_body(batch), "application/json")
+    assert encoded_size_bound(len(read_body(batch)), "application/json") > exact
+    whole, body = fit_read(batch, _render_json, "application/json", exact, text=True)
+    assert whole.messages == messages and body == read_body(batch)
+    cut, _ = fit_read(batch, _render_json, "application/json", exact - 1, text=True)
+    assert len(cut.messages or ()) == 49
+
+
 def test_encoded_size_matches_on_random_bodies() -> None:
     rng = random.Random(5)
     alphabet = ["a", "\n", '"', "\\", "\u00e9", "\u65e5", "\U0001f600", "\x07", "\r\n"]
@@ -71,6 +91,7 @@ def test_encoded_size_matches_on_random_bodies() -> None:
             body = body[: rng.randrange(len(body))]  # possibly cut inside a character
         for content_type in ("text/plain", "application/octet-stream", "text/event-stream"):
             assert encoded_size(body, content_type) == lambda_payload_size(body, content_type)
+            assert encoded_size(body, content_type) <= encoded_size_bound(len(body), content_type)
 
 
 MIXED = "a\u00e9\u65e5\U0001f600\r\nb\rc\n".encode() * 3
