@@ -13,24 +13,29 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from benchmarks._cpu import cpu_by_role, spent
 from benchmarks._processes import counted_emulator, dsaws_serve
 from benchmarks._report import print_table
-from durable_streams_aws.client import DurableStream, SyncIdempotentProducer
+from durable_streams_aws.client import DurableStream
 from durable_streams_aws.core.runtime import use_emulator_credentials
 
 STREAMS = ("bench/a", "bench/b")  # two streams: one partition each on local[2]
 TABLE, BUCKET = "pipeline-bench", "pipeline-bench-data"
+JSON = {"Content-Type": "application/json"}
 JSON_SCHEMA = "n BIGINT, kind STRING, page STRING, pad STRING"  # the fields of `message`
 
 
@@ -54,17 +59,6 @@ class Result:
 def message(n: int) -> dict[str, Any]:
     """About 100 bytes of JSON."""
     return {"n": n, "kind": "click", "page": f"/products/{n % 997:04d}", "pad": "x" * 40}
-
-
-def fill(url: str, count: int) -> None:
-    """`count` messages, split between the streams, written by the idempotent producer."""
-    for index, stream in enumerate(STREAMS):
-        with DurableStream(f"{url}/{stream}") as handle:
-            handle.create("application/json")
-        producer = SyncIdempotentProducer(f"{url}/{stream}", f"fill-{index}")
-        for n in range(index, count, len(STREAMS)):
-            producer.append(message(n))
-        producer.close()
 
 
 def start_spark() -> tuple[Any, float]:
@@ -129,31 +123,218 @@ def materialize(frame: Callable[[], Any]) -> Callable[[], int]:
     return work
 
 
-def against_file_source(
-    spark: Any, url: str, endpoint: str, count: int, repeats: int, folder: Path
-) -> list[Result]:
-    """The same rows read by Spark's JSON file source (from a local file, with the schema),
-    and by the source over HTTP with `jsonSchema` and raw, every read materialized."""
-    path = folder / "messages.json"
-    with path.open("w") as lines:
-        for index in range(len(STREAMS)):
-            for n in range(index, count, len(STREAMS)):
-                lines.write(json.dumps(message(n)) + "\n")
-    source = spark.read.format("durable_streams").option("url", url)
-    source = source.option("streams", ",".join(STREAMS))
-    reads = {
-        "Spark's JSON file source, schema, local file": (
-            lambda: spark.read.schema(JSON_SCHEMA).json(str(path))
-        ),
-        "over HTTP with jsonSchema": lambda: source.option("jsonSchema", JSON_SCHEMA).load(),
-        "over HTTP, raw messages": lambda: source.load(),
-    }
+@dataclass(frozen=True)
+class Dataset:
+    """Rows written into `streams` (message n into stream n % len(streams)), in appends of
+    `per_append` messages."""
+
+    name: str
+    streams: tuple[str, ...]
+    rows: int
+    per_append: int
+
+
+def datasets(rows: int) -> list[Dataset]:
+    """The comparison's workloads: the headline (two streams, appends of 1,000), one stream and
+    eight, and 100-byte appends (a message each: a fifth of the rows, as each is a request)."""
     return [
-        measure(name, materialize(frame), count, repeats, endpoint) for name, frame in reads.items()
+        Dataset("2 streams, appends of 1,000", ("cmp2/a", "cmp2/b"), rows, 1000),
+        Dataset("1 stream, appends of 1,000", ("cmp1/a",), rows, 1000),
+        Dataset("8 streams, appends of 1,000", tuple(f"cmp8/{i}" for i in range(8)), rows, 1000),
+        Dataset("2 streams, 100-byte appends", ("cmpx/a", "cmpx/b"), max(rows // 5, 2), 1),
     ]
 
 
-def write_all(spark: Any, url: str, count: int) -> Callable[[], int]:
+def fill_dataset(url: str, dataset: Dataset) -> None:
+    """Each stream created and written by a thread of its own, with plain appends (bodies of
+    `per_append` messages; a plain append is sent once, never retried)."""
+    count = len(dataset.streams)
+
+    def write(index: int) -> None:
+        stream = f"{url}/{dataset.streams[index]}"
+        with httpx.Client(timeout=60) as client:
+            created = client.put(stream, headers={"Content-Type": "application/json"})
+            created.raise_for_status()
+            numbers = range(index, dataset.rows, count)
+            for lo in range(0, len(numbers), dataset.per_append):
+                body = json.dumps([message(n) for n in numbers[lo : lo + dataset.per_append]])
+                answer = client.post(stream, content=body, headers=JSON)
+                answer.raise_for_status()
+
+    with ThreadPoolExecutor(min(count, 4)) as pool:
+        list(pool.map(write, range(count)))
+
+
+def write_lines(dataset: Dataset, path: Path) -> None:
+    """The same rows as one JSON text per line, for Spark's own JSON file source."""
+    with path.open("w") as lines:
+        for index in range(len(dataset.streams)):
+            for n in range(index, dataset.rows, len(dataset.streams)):
+                lines.write(json.dumps(message(n)) + "\n")
+
+
+def seal(endpoint: str) -> None:
+    """What the sealer moves to S3 segments, moved now (the server's own sealer is off, so the
+    reads before this one read the streams as written)."""
+    env = {**os.environ, "AWS_ENDPOINT_URL": endpoint, "DS_TABLE": TABLE, "DS_BUCKET": BUCKET}
+    command = [sys.executable, "-m", "durable_streams_aws.core.cli", "seal", "--aws", "--all"]
+    subprocess.run(command, env=env, check=True, capture_output=True, timeout=600)
+
+
+def role_of(command: str) -> str | None:
+    """What a process of the run is, by its command line."""
+    if "pyspark.daemon" in command or "pyspark.worker" in command:
+        return "Python workers"
+    if "org.apache.spark" in command:
+        return "JVM"
+    if "counted_emulator" in command:
+        return "emulator"
+    if "durable_streams_aws.core.cli serve" in command:
+        return "server"
+    return None
+
+
+@dataclass(frozen=True)
+class Compared:
+    dataset: str
+    path: str
+    state: str
+    result: Result
+    cpu: dict[str, float]  # CPU seconds by process, per run (median run's reading)
+
+    def row(self, baseline: float) -> list[str]:
+        total = sum(self.cpu.values()) or 1.0
+        share = self.cpu.get("Python workers", 0.0) / total
+        by_process = ", ".join(
+            f"{role} {seconds:.2f}" for role, seconds in sorted(self.cpu.items()) if seconds
+        )
+        calls = self.result.aws_calls or 0
+        return [
+            self.dataset,
+            self.path,
+            self.state,
+            f"{self.result.per_second:,.0f}",
+            f"{self.result.per_second / baseline:.2f}",
+            f"{calls * 1000 / self.result.rows:.2f}",
+            f"{share:.0%}",
+            by_process,
+        ]
+
+
+def compare_reads(
+    spark: Any, url: str, endpoint: str, dataset: Dataset, repeats: int, folder: Path
+) -> list[Compared]:
+    """The dataset read by Spark's JSON file source and by this source, over HTTP and direct,
+    with `jsonSchema` and raw; every read materialized (noop sink). The source reads the
+    streams as written, then once the sealer has run."""
+    fill_dataset(url, dataset)
+    path = folder / f"{len(dataset.streams)}-{dataset.per_append}.json"
+    write_lines(dataset, path)
+    streams = ",".join(dataset.streams)
+    http = {"url": url, "streams": streams}
+    direct = {"table": TABLE, "bucket": BUCKET, "endpoint": endpoint, "streams": streams}
+    direct["bytesPerPartition"] = str(4 * 1024 * 1024)
+
+    def source(options: dict[str, str], schema: bool) -> Callable[[], Any]:
+        def frame() -> Any:
+            reader = spark.read.format("durable_streams")
+            for name, value in options.items():
+                reader = reader.option(name, value)
+            return reader.option("jsonSchema", JSON_SCHEMA).load() if schema else reader.load()
+
+        return frame
+
+    reads = {
+        "over HTTP, jsonSchema": source(http, True),
+        "over HTTP, raw": source(http, False),
+        "direct, jsonSchema": source(direct, True),
+        "direct, raw": source(direct, False),
+    }
+    file_source = ("Spark's JSON file source (local file, schema)", "-")
+    results = [
+        timed(
+            *file_source,
+            dataset,
+            lambda: spark.read.schema(JSON_SCHEMA).json(str(path)),
+            repeats,
+            endpoint,
+        )
+    ]
+    for state in ("as written", "sealed"):
+        if state == "sealed":
+            seal(endpoint)
+        results += [
+            timed(name, state, dataset, frame, repeats, endpoint) for name, frame in reads.items()
+        ]
+    return results
+
+
+def timed(
+    path: str,
+    state: str,
+    dataset: Dataset,
+    frame: Callable[[], Any],
+    repeats: int,
+    endpoint: str,
+) -> Compared:
+    readings: list[dict[str, float]] = []
+
+    def work() -> int:
+        before = cpu_by_role(role_of)
+        rows = run()
+        readings.append(spent(before, cpu_by_role(role_of)))
+        return rows
+
+    run = materialize(frame)
+    result = measure(path, work, dataset.rows, repeats, endpoint)
+    median = sorted(range(repeats), key=lambda i: result.seconds[i])[repeats // 2]
+    return Compared(dataset.name, path, state, result, readings[median])
+
+
+def raw_appends(url: str, count: int, partitions: int = 2) -> Callable[[], int]:
+    """The server's own append throughput, as the sink uses it: the same messages in requests of
+    about `CHUNK_BYTES`, each producer's in order, one producer per partition (a thread each)."""
+    from durable_streams_aws.pipeline.sink import CHUNK_BYTES
+
+    runs = iter(range(1_000_000))
+
+    def work() -> int:
+        target = f"{url}/raw/run-{next(runs)}"
+        httpx.put(target, headers=JSON).raise_for_status()
+
+        def produce(partition: int) -> int:
+            numbers = range(partition, count, partitions)
+            encoded = [json.dumps(sink_message(n), separators=(",", ":")).encode() for n in numbers]
+            bodies, piece, size = [], [], 0
+            for one in encoded:
+                piece.append(one)
+                size += len(one)
+                if size >= CHUNK_BYTES:
+                    bodies.append(b"[" + b",".join(piece) + b"]")
+                    piece, size = [], 0
+            if piece:
+                bodies.append(b"[" + b",".join(piece) + b"]")
+            with httpx.Client(timeout=60) as client:
+                for seq, body in enumerate(bodies):
+                    headers = {**JSON, "Producer-Id": f"raw-{partition}", "Producer-Epoch": "0"}
+                    headers["Producer-Seq"] = str(seq)
+                    client.post(target, content=body, headers=headers).raise_for_status()
+            return len(encoded)
+
+        with ThreadPoolExecutor(partitions) as pool:
+            return sum(pool.map(produce, range(partitions)))
+
+    return work
+
+
+def sink_message(n: int) -> dict[str, Any]:
+    """What the sink's benchmark frame holds in row n (`to_json` of the same struct)."""
+    return {"n": n, "kind": "click", "pad": "x" * 60}
+
+
+def write_all(spark: Any, url: str, count: int, written: list[str]) -> Callable[[], int]:
+    """The sink writing `count` rows into a new stream each run (named in `written`, for
+    `check_written` to read once the runs are timed)."""
     runs = iter(range(1_000_000))
 
     def work() -> int:
@@ -166,11 +347,19 @@ def write_all(spark: Any, url: str, count: int) -> Callable[[], int]:
         frame.write.format("durable_streams").option("url", url).option("stream", target).option(
             "sinkId", "bench"
         ).mode("append").save()
-        with DurableStream(f"{url}/{target}") as handle:
-            written = sum(len(batch.messages or []) for batch in handle.read())
-        return written
+        written.append(target)
+        return count
 
     return work
+
+
+def check_written(url: str, streams: list[str], count: int) -> None:
+    """Every stream written holds each row's message exactly once."""
+    for stream in streams:
+        with DurableStream(f"{url}/{stream}") as handle:
+            numbers = [m["n"] for batch in handle.read() for m in batch.messages or []]
+        if sorted(numbers) != list(range(count)):
+            raise AssertionError(f"{stream}: {len(numbers)} messages, not rows 0..{count - 1}")
 
 
 def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
@@ -180,7 +369,9 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
     parser.add_argument(
         "--against-file-source",
         action="store_true",
-        help="also time materialized reads against Spark's JSON file source on the same rows",
+        help="also compare materialized reads with Spark's JSON file source on the same rows "
+        "(1, 2 and 8 streams; appends of 1,000 messages and of one), and the sink with the "
+        "server's own append throughput",
     )
     args = parser.parse_args(argv)
 
@@ -191,17 +382,20 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
             "DS_TABLE": TABLE,
             "DS_BUCKET": BUCKET,
             "DS_LISTING": "true",
+            "DS_SEAL_INTERVAL": "0",  # sealed when the benchmark says (`seal`)
         }
         with dsaws_serve("--aws", env=env) as url:
             started = time.perf_counter()
-            fill(url, args.messages)
+            fill_dataset(url, Dataset("bench", STREAMS, args.messages, 1000))
             print(f"wrote {args.messages:,} messages in {time.perf_counter() - started:.1f} s")
+            seal(endpoint)
             own_session = spark is None
             if own_session:
                 spark, startup = start_spark()
                 print(f"Spark startup (JVM, local[2] session, first job): {startup:.1f} s")
             try:
                 direct = {"table": TABLE, "bucket": BUCKET, "endpoint": endpoint}
+                sinks: list[str] = []
                 results = [
                     measure(
                         "read over HTTP",
@@ -219,18 +413,29 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
                     ),
                     measure(
                         "written by the sink",
-                        write_all(spark, url, args.messages),
+                        write_all(spark, url, args.messages, sinks),
                         args.messages,
                         args.repeats,
                         endpoint,
                     ),
                 ]
-                compared = []
+                check_written(url, sinks, args.messages)
+                compared: list[Compared] = []
                 if args.against_file_source:
-                    with tempfile.TemporaryDirectory() as folder:
-                        compared = against_file_source(
-                            spark, url, endpoint, args.messages, args.repeats, Path(folder)
+                    results.append(
+                        measure(
+                            "appended over HTTP by 2 producers (no Spark)",
+                            raw_appends(url, args.messages),
+                            args.messages,
+                            args.repeats,
+                            endpoint,
                         )
+                    )
+                    with tempfile.TemporaryDirectory() as folder:
+                        for dataset in datasets(args.messages):
+                            compared += compare_reads(
+                                spark, url, endpoint, dataset, args.repeats, Path(folder)
+                            )
             finally:
                 if own_session:
                     spark.stop()
@@ -240,14 +445,28 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
     print(json.dumps({r.path: round(r.per_second) for r in results}))
     if compared:
         print()
-        baseline = compared[0].per_second
-        print_table(
-            ("read, materialized (noop sink)", "rows/s (median)", "against the file source"),
-            "<>>",
-            ([r.path, f"{r.per_second:,.0f}", f"{r.per_second / baseline:.2f}"] for r in compared),
-        )
-        print(json.dumps({r.path: round(r.per_second) for r in compared}))
+        print_comparison(compared)
     return 0
+
+
+def print_comparison(compared: list[Compared]) -> None:
+    columns = (
+        "rows of",
+        "read, materialized (noop sink)",
+        "stored",
+        "rows/s (median)",
+        "against the file source",
+        "AWS calls per 1000 rows",
+        "Python workers' share of CPU",
+        "CPU seconds by process (median run)",
+    )
+    baselines = {c.dataset: c.result.per_second for c in compared if c.state == "-"}
+    print_table(columns, "<<<>>>><", (c.row(baselines[c.dataset]) for c in compared))
+    print(
+        json.dumps(
+            {f"{c.dataset} | {c.path} | {c.state}": round(c.result.per_second) for c in compared}
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -11,22 +11,32 @@ same job again with the same `sinkId` and epoch appends nothing new.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import chain, islice
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql.datasource import (
-    DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import WriterCommitMessage
+from pyspark.sql.types import Row
+
+# Spark hands an Arrow writer record batches (no row is built in Python); Spark 4.0 (EMR's
+# emr-spark-8.0.0) has no Arrow stream writer, and its writers get rows: both are taken.
+try:
+    from pyspark.sql.datasource import DataSourceArrowWriter as _BatchBase
+except ImportError:  # pragma: no cover (Spark before 4.0 is not supported anyway)
+    from pyspark.sql.datasource import DataSourceWriter as _BatchBase  # type: ignore[assignment]
+try:
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamBase
+except ImportError:  # Spark 4.0
+    from pyspark.sql.datasource import DataSourceStreamWriter as _StreamBase  # type: ignore[assignment]
 
 from durable_streams_aws.client import DurableStream, ProducerSettings, SyncIdempotentProducer
 from durable_streams_aws.core.protocol.headers import is_json
 
 from ._plan import OptionError
 
+ROWS_AT_ONCE = 2000  # rows handed to the producer together, when Spark gives rows
 # Requests are cut when this many bytes are buffered; no linger, so cuts depend on the data only.
 CHUNK_BYTES = 256 * 1024
 _NEVER = 1e9  # seconds: the producer sends only when a chunk is full or at the flush
@@ -67,9 +77,28 @@ class Written(WriterCommitMessage):
     messages: int
 
 
-def write_partition(options: SinkOptions, epoch: int, batches: Iterator[pa.RecordBatch]) -> Written:
-    """Append the messages of a partition's rows (Arrow record batches, in order) as producer
-    `<sinkId>-<partition>` at `epoch` (executor)."""
+def message_lists(rows: Iterable[pa.RecordBatch | Row]) -> Iterator[list[str | bytes | None]]:
+    """The `message` column of a partition's rows, in order, a list at a time: a list per
+    Arrow record batch, or per `ROWS_AT_ONCE` rows (a partition's are all one or the other)."""
+    items = iter(rows)
+    first = next(items, None)
+    if first is None:
+        return
+    if isinstance(first, pa.RecordBatch):
+        for batch in chain([first], items):
+            yield batch.column("message").to_pylist()
+        return
+    chunk = [first, *islice(items, ROWS_AT_ONCE - 1)]
+    while chunk:
+        yield [row["message"] for row in chunk]
+        chunk = list(islice(items, ROWS_AT_ONCE))
+
+
+def write_partition(
+    options: SinkOptions, epoch: int, rows: Iterable[pa.RecordBatch | Row]
+) -> Written:
+    """Append the messages of a partition's rows (Arrow record batches or rows, in order) as
+    producer `<sinkId>-<partition>` at `epoch` (executor)."""
     partition = TaskContext.get().partitionId()
     settings = ProducerSettings(linger=_NEVER, max_batch_bytes=CHUNK_BYTES)
     producer = SyncIdempotentProducer(
@@ -81,10 +110,8 @@ def write_partition(options: SinkOptions, epoch: int, batches: Iterator[pa.Recor
     )
     count = 0
     try:
-        for batch in batches:
-            messages = batch.column("message").to_pylist()
-            # A JSON text is parsed (a message must be one JSON value) and sent re-encoded.
-            producer.extend(map(json.loads, messages) if options.json_stream else messages)
+        for messages in message_lists(rows):
+            producer.extend(json_values(messages, options.url) if options.json_stream else messages)
             count += len(messages)
         producer.flush()
     finally:
@@ -92,19 +119,33 @@ def write_partition(options: SinkOptions, epoch: int, batches: Iterator[pa.Recor
     return Written(partition, count)
 
 
-class BatchWriter(DataSourceArrowWriter):
+def json_values(messages: list[str | bytes | None], url: str) -> list[object]:
+    """The value of each message for a JSON stream (sent re-encoded): each must be one JSON
+    text. Any that is not fails the write before anything of its batch is sent."""
+    values = []
+    for index, message in enumerate(messages):
+        try:
+            values.append(json.loads(message))  # type: ignore[arg-type]
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"{url} is a JSON stream: message {index} of a batch is not a JSON text ({exc})"
+            ) from None
+    return values
+
+
+class BatchWriter(_BatchBase):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch | Row]) -> WriterCommitMessage:
         return write_partition(self.options, self.options.epoch, iterator)
 
 
-class StreamWriter(DataSourceStreamArrowWriter):
+class StreamWriter(_StreamBase):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch | Row]) -> WriterCommitMessage:
         batch_id = TaskContext.get().getLocalProperty("streaming.sql.batchId")
         return write_partition(self.options, int(batch_id), iterator)
 

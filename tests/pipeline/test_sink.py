@@ -120,3 +120,28 @@ def test_sink_options_that_cannot_work_say_why(
         writer = writer.option(name, value)
     with pytest.raises(Exception, match=complaint):
         writer.save()
+
+
+def test_a_byte_stream_takes_binary_messages_byte_for_byte(spark: Any, streams_url: str) -> None:
+    url = f"{streams_url}/sink-bytes"
+    create(url, "application/octet-stream")
+    pieces = [bytes(range(256)), b"\x00\r\n", b"\xff" * 3]
+    frame = spark.createDataFrame([(p,) for p in pieces], "message BINARY").coalesce(1)
+    frame.write.format("durable_streams").mode("append").option("url", streams_url).option(
+        "stream", "sink-bytes"
+    ).option("sinkId", "b").save()
+    with DurableStream(url) as stream:
+        assert b"".join(b.data for b in stream.read()) == b"".join(pieces)
+
+
+def test_a_message_that_is_not_json_fails_the_write_and_sends_nothing_of_its_batch(
+    spark: Any, streams_url: str
+) -> None:
+    url = f"{streams_url}/sink-not-json"
+    create(url)
+    rows = [('{"n": 1}',), ("{not json",), ('{"n": 3}',), (None,)]
+    frame = spark.createDataFrame(rows, "message STRING").coalesce(1)
+    writer = frame.write.format("durable_streams").mode("append").option("url", streams_url)
+    with pytest.raises(Exception, match="message 1 of a batch is not a JSON text"):
+        writer.option("stream", "sink-not-json").option("sinkId", "j").save()
+    assert messages(url) == []
