@@ -23,7 +23,11 @@ from durable_streams_aws.client import (
     StreamNotFound,
     list_streams,
 )
-from durable_streams_aws.core.protocol.headers import is_json
+from durable_streams_aws.core.protocol.headers import (
+    JSON_LAYOUT_LINES,
+    STREAM_JSON_LAYOUT,
+    is_json,
+)
 from durable_streams_aws.core.protocol.jsonmode import split_messages
 from durable_streams_aws.core.protocol.offsets import format_offset, parse_offset
 from durable_streams_aws.core.storage import ReadBatch, Snapshot, StreamInfo
@@ -73,8 +77,12 @@ class HttpAccess:
         # "-1" would read a stream compacted since planning from its snapshot, unannounced:
         # its first offset answers 410 then, which the read handles as any other loss.
         start_at = FIRST if piece.start == BEGINNING else piece.start
-        with DurableStream(self.origin.stream_url(piece.stream), token=self.origin.token) as handle:
-            for batch in handle.read(Offset(start_at), until=Offset(piece.end)):
+        layout = {STREAM_JSON_LAYOUT: JSON_LAYOUT_LINES} if json_stream else None
+        url = self.origin.stream_url(piece.stream)
+        with DurableStream(url, token=self.origin.token, headers=layout) as handle:
+            # The body is split here (`response_messages`), not parsed into values.
+            reads = handle.read(Offset(start_at), until=Offset(piece.end), decode=False)
+            for batch in reads:
                 end = position(batch.next_offset.token)
                 begun = parse_offset(batch.offset.token)
                 if begun.snapshot:  # the snapshot, then the history after it

@@ -114,6 +114,7 @@ class AsyncDurableStream(StreamBase):
         until: Offset | None = None,
         idle: bool = False,
         on_gone: OnGone = "raise",
+        decode: bool = True,
     ) -> AsyncIterator[Batch]:
         """Batches from `offset`. Without `live`, up to the tail; with `live="long-poll"`,
         `"sse"` or `"auto"` (catch up, then follow by whichever suits the stream), for ever,
@@ -128,14 +129,18 @@ class AsyncDurableStream(StreamBase):
         dropped the data at the read's offset (at the start, or later when a slow reader falls
         behind), the read raises `OffsetGone`, naming the earliest offset still kept; with
         `on_gone="earliest"` it goes on from there instead, and the next batch's
-        `skipped_from` says where it had been."""
-        wire.check_read(live, until, on_gone)
+        `skipped_from` says where it had been. With `decode=False` (catch-up and long-poll
+        reads), a JSON stream's batches leave `messages` None: `data` holds the response's
+        JSON array, for a caller that parses it its own way (the Spark source does)."""
+        wire.check_read(live, until, on_gone, decode)
         if live == "sse":
             batches = self._read_sse(SseSession(offset, on_gone=on_gone))
         elif live == "auto":
             batches = self._read_auto(offset, idle, on_gone)
         else:
-            session = wire.ReadSession(offset, live, until=until, idle=idle, on_gone=on_gone)
+            session = wire.ReadSession(
+                offset, live, until=until, idle=idle, on_gone=on_gone, decode=decode
+            )
             batches = self._read_plain(session)
         async for batch in batches:
             yield batch

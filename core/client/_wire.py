@@ -72,7 +72,9 @@ class Batch:
     offset: Offset
     next_offset: Offset
     data: bytes
-    messages: list[Any] | None  # the Python values of a JSON stream's messages
+    # The Python values of a JSON stream's messages (None for other streams, and for a read
+    # with decode=False).
+    messages: list[Any] | None
     up_to_date: bool
     closed: bool
     # The HTTP status of the answer: 204 for a long-poll that ended without data (handed over
@@ -114,7 +116,9 @@ def join_bodies(pieces: list[bytes], json_stream: bool) -> bytes:
     return b"[" + b",".join(pieces) + b"]" if json_stream else b"".join(pieces)
 
 
-def check_read(live: object, until: Offset | None, on_gone: object = "raise") -> None:
+def check_read(
+    live: object, until: Offset | None, on_gone: object = "raise", decode: bool = True
+) -> None:
     if on_gone not in ("raise", "earliest"):
         raise ValueError(f"on_gone must be 'raise' or 'earliest', not {on_gone!r}")
     if live not in (None, "long-poll", "sse", "auto"):
@@ -123,6 +127,8 @@ def check_read(live: object, until: Offset | None, on_gone: object = "raise") ->
         raise ValueError("until bounds catch-up reads only (live=None)")
     if until is not None and until.is_now:
         raise ValueError("until must be a position in the stream, not Offset.NOW")
+    if not decode and live not in (None, "long-poll"):
+        raise ValueError("decode=False is for catch-up and long-poll reads")
 
 
 def check_stream_seq(stream_seq: object) -> None:
@@ -389,8 +395,10 @@ class ReadSession:
         until: Offset | None = None,
         idle: bool = False,
         on_gone: OnGone = "raise",
+        decode: bool = True,
     ) -> None:
         self.offset = start
+        self.decode = decode  # parse a JSON stream's messages (or leave them to the caller)
         self.live = live
         self.cursor = cursor
         self.until = until
@@ -446,7 +454,9 @@ class ReadSession:
             data = response.content
         self.content_type = response.headers.get("Content-Type", self.content_type)
         json_stream = is_json(self.content_type)
-        messages = json.loads(data) if json_stream and data else ([] if json_stream else None)
+        messages = None
+        if json_stream and self.decode:
+            messages = json.loads(data) if data else []
         skipped, self.skipped_from = self.skipped_from, None
         return Batch(
             start, self.offset, data, messages, up_to_date, closed, response.status_code, skipped

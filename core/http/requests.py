@@ -22,6 +22,7 @@ from ..protocol.append import AppendIntent
 from ..protocol.errors import ProtocolError, bad_request
 from ..protocol.headers import (
     DEFAULT_CONTENT_TYPE,
+    JSON_LAYOUT_LINES,
     JSON_MEDIA_TYPE,
     PRODUCER_EPOCH,
     PRODUCER_ID,
@@ -31,6 +32,7 @@ from ..protocol.headers import (
     STREAM_FORK_OFFSET,
     STREAM_FORK_SUB_OFFSET,
     STREAM_FORKED_FROM,
+    STREAM_JSON_LAYOUT,
     STREAM_RETENTION,
     STREAM_SEQ,
     STREAM_TTL,
@@ -282,6 +284,7 @@ class ReadRequest:
     # When the read decided where retained data starts (a cut pending then bounds how long
     # its answer may be cached, even if the cut takes effect while it is being served).
     decided_at: float | None = None
+    json_lines: bool = False  # a JSON stream's array is laid out a message per line
 
     @property
     def from_now(self) -> bool:
@@ -308,4 +311,17 @@ def parse_read(query: QueryParams, headers: Headers) -> ReadRequest:
         cursor=cursors[0] if cursors else None,
         if_none_match=headers.get("if-none-match"),
         until=parse_read_end(query.getlist("until"), start, live),
+        json_lines=_json_lines(headers, live),
     )
+
+
+def _json_lines(headers: Headers, live: str | None) -> bool:
+    """Whether a read asks for the line layout (`Stream-Json-Layout: lines`)."""
+    values = headers.getlist(STREAM_JSON_LAYOUT)
+    if not values:
+        return False
+    if len(values) > 1 or values[0].strip().lower() != JSON_LAYOUT_LINES:
+        raise bad_request(f"{STREAM_JSON_LAYOUT} may be given once, as {JSON_LAYOUT_LINES!r}")
+    if live is not None:
+        raise bad_request(f"{STREAM_JSON_LAYOUT} applies to catch-up reads only")
+    return True

@@ -24,7 +24,7 @@ from ..protocol.headers import (
     STREAM_TTL,
     format_expires_at,
 )
-from ..protocol.jsonmode import join_messages
+from ..protocol.jsonmode import join_lines, join_messages
 from ..protocol.offsets import format_offset
 from ..protocol.producer import ProducerState
 from ..storage.model import (
@@ -101,6 +101,11 @@ def gone() -> Response:
 def read_body(batch: ReadBatch) -> bytes:
     """What a read serves: a JSON array of the messages, or the bytes."""
     return join_messages(list(batch.messages)) if batch.messages is not None else batch.data
+
+
+def read_body_lines(batch: ReadBatch) -> bytes:
+    """`read_body`, a JSON stream's messages laid out a line each where they can be."""
+    return join_lines(list(batch.messages)) if batch.messages is not None else batch.data
 
 
 _CREATE_REJECTIONS = {

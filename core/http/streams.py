@@ -428,7 +428,10 @@ class StreamEndpoints:
         elif bound is None:
             batch = await self.call_store(self.store.read, info, position, most, whole)
         elif bound > position:
-            most = min(most, bound - position)
+            # A JSON body counts its separators too (a byte per message at most per byte of
+            # data): room for them, or a range read whole would need a second request.
+            span = bound - position
+            most = min(most, 2 * span + 2 if is_json(info.content_type) else span)
             batch = await self.call_store(self.store.read, info, position, most, whole)
             batch = batch.before(bound)
             if batch.end == batch.start:
@@ -449,16 +452,17 @@ class StreamEndpoints:
     ) -> Response:
         """The response serving `batch`; after a compacted stream's `snapshot`, whose
         messages it begins with (served whole: the compaction made sure they fit)."""
+        render = r.read_body_lines if read.json_lines else r.read_body
         fitted, body = fit_read(
             batch,
-            r.read_body,
+            render,
             info.content_type,
             self.limits.max_response_bytes,
             text=not uses_base64(info.content_type),
         )
         if snapshot is not None and len(fitted.messages or ()) < snapshot.count:
             fitted = batch.head(snapshot.count)
-            body = r.read_body(fitted)
+            body = render(fitted)
         batch = fitted
         up_to_date = batch.end >= info.tail
         closed = info.closed and up_to_date

@@ -36,6 +36,10 @@ STREAM_FORK_SUB_OFFSET = "Stream-Fork-Sub-Offset"
 # Extensions of this server: retention policies (`core.protocol.retention`).
 STREAM_RETENTION = "Stream-Retention"
 STREAM_EARLIEST_OFFSET = "Stream-Earliest-Offset"
+# A catch-up read's ask for a JSON stream's array with each message on a line of its own
+# (`core.protocol.jsonmode.join_lines`): bulk readers split it without parsing it.
+STREAM_JSON_LAYOUT = "Stream-Json-Layout"
+JSON_LAYOUT_LINES = "lines"
 
 # Every protocol header a browser may send or read across origins (the CORS lists).
 PROTOCOL_HEADERS = (
@@ -57,6 +61,7 @@ PROTOCOL_HEADERS = (
     STREAM_SSE_DATA_ENCODING,
     STREAM_RETENTION,
     STREAM_EARLIEST_OFFSET,
+    STREAM_JSON_LAYOUT,
 )
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"

@@ -57,3 +57,26 @@ def split_messages(body: bytes, *, allow_empty_array: bool) -> list[bytes]:
 def join_messages(messages: list[bytes]) -> bytes:
     """A JSON array of the given messages, as a read response body."""
     return b"[" + b",".join(messages) + b"]"
+
+
+def join_lines(messages: list[bytes]) -> bytes:
+    """The same array with each message on a line of its own (`[`, then each message followed
+    by `,` but the last, then `]`, each on its own line), when no message holds a line break
+    (then no `\n` but those separates two messages); otherwise, and for no message,
+    `join_messages`'s. Stored messages never begin with whitespace, so only this layout
+    begins with `[\n`: a reader tells the two apart by that, and `split_lines` splits it."""
+    if not messages:
+        return b"[]"
+    body = b"[\n" + b",\n".join(messages) + b"\n]"
+    if body.count(b"\n") != len(messages) + 1:
+        return join_messages(messages)
+    return body
+
+
+def split_lines(body: bytes) -> list[bytes] | None:
+    """The messages of a `join_lines` body laid out a line each (None: it is not, or a line
+    break is not where that layout puts them)."""
+    if not (body.startswith(b"[\n") and body.endswith(b"\n]")):
+        return None
+    messages = body[2:-2].split(b",\n")
+    return messages if body.count(b"\n") == len(messages) + 1 else None

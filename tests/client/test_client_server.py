@@ -4,6 +4,7 @@ stream runs against the sync client and the async one."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -208,3 +209,18 @@ def test_live_reads_follow_until_the_close(
         assert b"".join(b.data for b in got) == b"line one\r\nline two and more\r"
     else:
         assert b"".join(b.data for b in got) == bytes(range(256)) + b"\x00\r\n\xff"
+
+
+def test_a_read_left_undecoded_hands_over_the_json_arrays_as_sent(base: str) -> None:
+    url = f"{base}/undecoded"
+    with DurableStream(url) as stream:
+        stream.create("application/json")
+        stream.append([{"n": 1}, "two"])
+        stream.append([3])
+        decoded = [m for b in stream.read() for m in b.messages or []]
+        batches = list(stream.read(decode=False))
+        assert all(b.messages is None for b in batches)
+        assert [m for b in batches for m in json.loads(b.data)] == decoded == [{"n": 1}, "two", 3]
+        for live in ("sse", "auto"):
+            with pytest.raises(ValueError, match="decode=False"):
+                next(stream.read(live=live, decode=False))  # type: ignore[arg-type]

@@ -131,3 +131,19 @@ def test_an_empty_range_at_an_exact_offset_names_it_exactly(client: TestClient) 
     assert cut.endswith("_i")
     answer = client.get(url, params={"offset": cut, "until": cut})
     assert answer.content == b"" and answer.headers["stream-next-offset"] == cut
+
+
+def test_a_json_range_that_fits_a_response_is_read_in_one(backend: Backend) -> None:
+    """The bound counts data bytes, a JSON body its separators too: a range of many small
+    messages, read from the middle of a stream (where a response holds `max_read_bytes`),
+    comes back whole in one request rather than all but its last messages."""
+    settings = backend.settings.model_copy(update={"max_read_bytes": 4096})
+    with TestClient(create_app(settings, backend.store)) as client:
+        url = "/v1/stream/json-range"
+        client.put(url, headers=JSON)
+        start = append(client, url, b"[0]", JSON)
+        end = append(client, url, b"[" + b",".join(b"%d" % n for n in range(100)) + b"]", JSON)
+        append(client, url, b"[1000]", JSON)
+        answer = client.get(url, params={"offset": start, "until": end})
+        assert answer.headers["stream-next-offset"] == end
+        assert answer.json() == list(range(100))

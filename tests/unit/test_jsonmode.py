@@ -7,7 +7,12 @@ import json
 import pytest
 
 from durable_streams_aws.core.protocol.errors import ProtocolError
-from durable_streams_aws.core.protocol.jsonmode import join_messages, split_messages
+from durable_streams_aws.core.protocol.jsonmode import (
+    join_lines,
+    join_messages,
+    split_lines,
+    split_messages,
+)
 
 
 def _split(body: bytes, *, allow_empty_array: bool = False) -> list[bytes]:
@@ -249,3 +254,31 @@ def test_join_of_several_appends_reads_back_every_message() -> None:
     appends = [b'{"a" : 1}', b"[2, 3]", b"[[4]]"]
     stored = [m for body in appends for m in _split(body)]
     assert join_messages(stored) == b'[{"a" : 1},2,3,[4]]'
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [b'{"a":1}'],
+        [b'{"a":1}', b"[1,2]", b'"x,y"', b"3"],
+        [b'"comma then newline escaped: ,\\\\n"', b"{}"],
+    ],
+)
+def test_the_line_layout_is_the_same_array_and_splits_back(messages: list[bytes]) -> None:
+    body = join_lines(messages)
+    assert body.startswith(b"[\n") and body.endswith(b"\n]")
+    assert json.loads(body) == json.loads(join_messages(messages))
+    assert split_lines(body) == messages == split_messages(body, allow_empty_array=True)
+
+
+def test_messages_holding_a_line_break_keep_the_usual_layout() -> None:
+    messages = [b'{"a":\n1}', b"2"]
+    assert join_lines(messages) == join_messages(messages)
+    assert split_lines(join_messages(messages)) is None
+    assert join_lines([]) == b"[]"
+
+
+def test_only_the_line_layout_is_split_as_lines() -> None:
+    assert split_lines(b'[{"a":1}]') is None  # the usual layout
+    assert split_lines(b'[\n{"a":\n1},\n2\n]') is None  # a break inside a message
+    assert split_lines(b"[\n1,\n2\n]") == [b"1", b"2"]

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from durable_streams_aws.core.protocol.jsonmode import join_messages, split_messages
+from durable_streams_aws.core.protocol.jsonmode import join_lines, join_messages, split_messages
 from durable_streams_aws.pipeline._responses import response_messages
 
 VALUES = [
@@ -36,7 +36,12 @@ def test_the_split_is_the_servers(seed: int) -> None:
             json.dumps(v, indent=rng.choice([None, 1]), ensure_ascii=rng.random() < 0.5).encode()
             for v in values
         ]
-        for body in (join_messages(messages), b" [ " + b" ,\n".join(messages) + b" ]\n"):
+        laid_out = (
+            join_messages(messages),
+            join_lines(messages),  # a line each, unless a message holds a line break
+            b" [ " + b" ,\n".join(messages) + b" ]\n",
+        )
+        for body in laid_out:
             assert response_messages(body) == split_messages(body, allow_empty_array=True)
 
 

@@ -53,7 +53,7 @@ def refused(call: Callable[[], Any]) -> tuple[int, str]:
 
 
 def test_every_protocol_header_name_is_listed_once() -> None:
-    assert len(set(PROTOCOL_HEADERS)) == len(PROTOCOL_HEADERS) == 18
+    assert len(set(PROTOCOL_HEADERS)) == len(PROTOCOL_HEADERS) == 19
     assert all(name.startswith(("Stream-", "Producer-")) for name in PROTOCOL_HEADERS)
 
 
