@@ -16,6 +16,8 @@ from functools import cache
 from itertools import pairwise
 from typing import Any, Protocol
 
+import httpx
+
 from durable_streams_aws.client import (
     DurableStream,
     Offset,
@@ -60,12 +62,19 @@ class HttpAccess:
     def __init__(self, origin: Origin) -> None:
         self.origin = origin
 
+    @property
+    def client(self) -> httpx.Client:
+        # The process's, looked up each time: a streaming reader holding this is pickled.
+        return _http_client()
+
     def list(self, prefix: str) -> list[str]:
         assert self.origin.url is not None
-        return sorted(list_streams(self.origin.url, prefix, token=self.origin.token))
+        found = list_streams(self.origin.url, prefix, token=self.origin.token, client=self.client)
+        return sorted(found)
 
     def state(self, stream: str) -> StreamState | None:
-        with DurableStream(self.origin.stream_url(stream), token=self.origin.token) as handle:
+        url = self.origin.stream_url(stream)
+        with DurableStream(url, token=self.origin.token, client=self.client) as handle:
             try:
                 info = handle.head()
             except (StreamNotFound, StreamGone):
@@ -80,7 +89,8 @@ class HttpAccess:
         start_at = FIRST if piece.start == BEGINNING else piece.start
         layout = {STREAM_JSON_LAYOUT: JSON_LAYOUT_LINES} if json_stream else None
         url = self.origin.stream_url(piece.stream)
-        with DurableStream(url, token=self.origin.token, headers=layout) as handle:
+        stream = DurableStream(url, token=self.origin.token, headers=layout, client=self.client)
+        with stream as handle:
             # The body is split here (`response_messages`), not parsed into values.
             reads = handle.read(Offset(start_at), until=Offset(piece.end), decode=False)
             for batch in reads:
@@ -188,6 +198,13 @@ class StorageAccess:
                 last = boundary
         edges = [piece.start, *(format_offset(cut) for cut in cuts), piece.end]
         return [StreamSlice(piece.stream, lo, hi, piece.content_type) for lo, hi in pairwise(edges)]
+
+
+@cache
+def _http_client() -> httpx.Client:
+    """One HTTP client per process (its connections pooled): a query's planning asks each
+    stream's state, and a Spark worker reads partition after partition."""
+    return httpx.Client(timeout=httpx.Timeout(60.0, connect=10.0))
 
 
 @cache
