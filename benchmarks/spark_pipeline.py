@@ -36,6 +36,7 @@ from durable_streams_aws.core.runtime import use_emulator_credentials
 STREAMS = ("bench/a", "bench/b")  # two streams: one partition each on local[2]
 TABLE, BUCKET = "pipeline-bench", "pipeline-bench-data"
 JSON = {"Content-Type": "application/json"}
+FILE_SOURCE = "Spark's JSON file source (local file, schema)"
 JSON_SCHEMA = "n BIGINT, kind STRING, page STRING, pad STRING"  # the fields of `message`
 
 
@@ -250,45 +251,50 @@ def compare_reads(
         "direct, jsonSchema": source(direct, True),
         "direct, raw": source(direct, False),
     }
-    file_source = ("Spark's JSON file source (local file, schema)", "-")
-    results = [
-        timed(
-            *file_source,
-            dataset,
-            lambda: spark.read.schema(JSON_SCHEMA).json(str(path)),
-            repeats,
-            endpoint,
-        )
-    ]
+
+    def file_source() -> Any:
+        return spark.read.schema(JSON_SCHEMA).json(str(path))
+
+    results = []
     for state in ("as written", "sealed"):
         if state == "sealed":
             seal(endpoint)
-        results += [
-            timed(name, state, dataset, frame, repeats, endpoint) for name, frame in reads.items()
-        ]
+        frames = {FILE_SOURCE: file_source, **reads}
+        results += interleaved(state, dataset, frames, repeats, endpoint)
     return results
 
 
-def timed(
-    path: str,
+def interleaved(
     state: str,
     dataset: Dataset,
-    frame: Callable[[], Any],
+    frames: dict[str, Callable[[], Any]],
     repeats: int,
     endpoint: str,
-) -> Compared:
-    readings: list[dict[str, float]] = []
-
-    def work() -> int:
-        before = cpu_by_role(role_of)
-        rows = run()
-        readings.append(spent(before, cpu_by_role(role_of)))
-        return rows
-
-    run = materialize(frame)
-    result = measure(path, work, dataset.rows, repeats, endpoint)
-    median = sorted(range(repeats), key=lambda i: result.seconds[i])[repeats // 2]
-    return Compared(dataset.name, path, state, result, readings[median])
+) -> list[Compared]:
+    """Each read timed `repeats` times, in rounds that run every read once (so that what the
+    machine does meanwhile weighs on all of them alike); the AWS calls are the last round's,
+    the CPU readings the median run's."""
+    runs = {name: materialize(frame) for name, frame in frames.items()}
+    seconds: dict[str, list[float]] = {name: [] for name in frames}
+    readings: dict[str, list[dict[str, float]]] = {name: [] for name in frames}
+    calls: dict[str, int] = {}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            httpx.delete(f"{endpoint}/__calls")
+            before = cpu_by_role(role_of)
+            started = time.perf_counter()
+            rows = run()
+            seconds[name].append(time.perf_counter() - started)
+            readings[name].append(spent(before, cpu_by_role(role_of)))
+            calls[name] = sum(httpx.get(f"{endpoint}/__calls").json().values())
+            if rows != dataset.rows:
+                raise AssertionError(f"{name}: {rows} rows, expected {dataset.rows}")
+    compared = []
+    for name in frames:
+        median = sorted(range(repeats), key=lambda i: seconds[name][i])[repeats // 2]
+        result = Result(name, dataset.rows, seconds[name], calls[name])
+        compared.append(Compared(dataset.name, name, state, result, readings[name][median]))
+    return compared
 
 
 def raw_appends(url: str, count: int, partitions: int = 2) -> Callable[[], int]:
@@ -460,8 +466,10 @@ def print_comparison(compared: list[Compared]) -> None:
         "Python workers' share of CPU",
         "CPU seconds by process (median run)",
     )
-    baselines = {c.dataset: c.result.per_second for c in compared if c.state == "-"}
-    print_table(columns, "<<<>>>><", (c.row(baselines[c.dataset]) for c in compared))
+    baselines = {
+        (c.dataset, c.state): c.result.per_second for c in compared if c.path == FILE_SOURCE
+    }
+    print_table(columns, "<<<>>>><", (c.row(baselines[c.dataset, c.state]) for c in compared))
     print(
         json.dumps(
             {f"{c.dataset} | {c.path} | {c.state}": round(c.result.per_second) for c in compared}
