@@ -30,6 +30,7 @@ from .cdn.policy import KEY_QUERY_PARAMETERS
 from .config import Settings
 from .http import responses
 from .http.listing import list_streams
+from .http.local_only import LOCAL_ORIGIN_PATTERN, LoopbackOnly
 from .http.middleware import AccessLog, DefaultHeaders, ErrorBoundary, RequestId
 from .http.origin_lock import OriginLock
 from .http.request_metrics import RequestMetrics
@@ -293,6 +294,8 @@ def _cors(settings: Settings, _: FastAPI) -> dict[str, Any]:
     # so credentials are never allowed, and never reflected to whatever origin asks.
     return {
         "allow_origins": list(settings.cors.origins),
+        # A loopback-only server also answers pages served from this machine, on any port.
+        "allow_origin_regex": LOCAL_ORIGIN_PATTERN if settings.loopback_only else None,
         "allow_credentials": False,
         "allow_methods": _METHODS,
         "allow_headers": list(_ALLOWED_HEADERS),
@@ -318,11 +321,16 @@ def _no_options(_settings: Settings, _app: FastAPI) -> dict[str, Any]:
     return {}
 
 
+def _loopback_only(settings: Settings, _: FastAPI) -> dict[str, Any] | None:
+    return {"allowed_origins": settings.cors.origins} if settings.loopback_only else None
+
+
 # Outermost first: a request passes through them in this order (after the access log).
 _MIDDLEWARE = (
     _Middleware(RequestId, _no_options),
     _Middleware(DefaultHeaders, _default_headers),
     _Middleware(ErrorBoundary, _no_options),
+    _Middleware(LoopbackOnly, _loopback_only),
     _Middleware(CORSMiddleware, _cors),
     _Middleware(OriginLock, _origin_lock),
 )

@@ -421,6 +421,12 @@ def serve_settings(args: argparse.Namespace) -> Settings:
     if f"{ENV_PREFIX}LISTING" not in os.environ and local_only:
         # The console's list of streams: every path, shown only to this machine's users.
         defaults["listing"] = True
+    if f"{ENV_PREFIX}LOOPBACK_ONLY" not in os.environ and local_only:
+        # No token guards it: no page of another site, and no other name for it (DNS
+        # rebinding), may reach it through this machine's browsers (core.http.local_only).
+        defaults["loopback_only"] = True
+        if f"{ENV_PREFIX}CORS_ORIGINS" not in os.environ:
+            defaults["cors_origins"] = ""  # pages on this machine only
     settings = settings.model_copy(update=defaults)
     if settings.webhook_allow_localhost is None:
         # Loopback webhooks let a subscriber make the server POST to any local port: only

@@ -324,6 +324,11 @@ class Settings(BaseModel):
         "off", description="requests that must carry the origin secret (come through the CDN)"
     )
     cors_origins: str = Field("*", description="comma-separated origins browsers may call from")
+    loopback_only: bool = Field(
+        False,
+        description="answer only requests for a loopback name, and no page of another site "
+        "(`dsaws serve` on loopback without access control turns it on)",
+    )
 
     # Subscriptions (docs/subscriptions.md): the `__ds` control API and wake delivery.
     subscriptions: bool = Field(True, description="serve the subscription control API")
