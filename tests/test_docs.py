@@ -155,9 +155,7 @@ _PHRASES: dict[str, Callable[[Settings], Any]] = {
     "the long-poll timeout, rounded up": lambda s: math.ceil(s.long_poll_timeout),
     "`DS_MAX_READ_BYTES` \u2212 64": lambda s: s.max_read_bytes - 64,
 }
-_HOST_NOTE = re.compile(
-    r"(?P<value>`[^`]+`|empty) (?P<host>inside Lambda|under `dsaws serve`.*)"
-)
+_HOST_NOTE = re.compile(r"(?P<value>`[^`]+`|empty) (?P<host>inside Lambda|under `dsaws serve`.*)")
 _TEMPLATE_NOTE = re.compile(r"the template sets (?P<value>\S+)")
 
 
