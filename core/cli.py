@@ -36,7 +36,12 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .front_door import FrontDoorLimits, bounded_protocol
     from .maintenance import tables_of
-    from .runtime import build_backend, ensure_resources, use_emulator_credentials
+    from .runtime import (
+        EMULATOR_REGION,
+        build_backend,
+        ensure_resources,
+        use_emulator_credentials,
+    )
     from .serving import exit_on_termination, prepare
 
     exit_on_termination()
@@ -101,11 +106,17 @@ def _serve(args: argparse.Namespace) -> int:
             from durable_streams_aws.infra.dynamodb_local import (
                 DynamoDBLocal,
                 DynamoDBLocalUnavailable,
+                owned_database,
             )
 
             tables = None if data_dir is None else data_dir / "dynamodb-local"
+            owner = _dynamodb_local_key(data_dir)
+            if tables is not None and tables.is_dir():
+                owned_database(tables, owner, EMULATOR_REGION)
+            # This process's clients are the owner's (DynamoDB Local checks no secret).
+            os.environ["AWS_ACCESS_KEY_ID"] = owner
             try:
-                dynamodb_local = DynamoDBLocal(data_dir=tables).start()
+                dynamodb_local = DynamoDBLocal(data_dir=tables, owner_key=owner).start()
             except DynamoDBLocalUnavailable as exc:
                 print(f"dsaws: {exc}", file=sys.stderr)
                 emulator.stop()
@@ -238,11 +249,26 @@ def _data_dir(args: argparse.Namespace) -> Path:
 def _webhook_secret(data_dir: Path) -> str:
     """The seed of the webhook signing key, kept with the data (owner-only): receivers that
     cached the JWKS keep verifying across restarts."""
-    path = data_dir / "webhook-signing-seed"
+    return _kept_secret(data_dir / "webhook-signing-seed", lambda: secrets.token_urlsafe(48))
+
+
+def _dynamodb_local_key(data_dir: Path | None) -> str:
+    """The access key id whose tables DynamoDB Local keeps for this server: another client
+    reaching its port sees none of them without it. Kept with the data (owner-only), a new
+    one each run in memory."""
+
+    def new() -> str:
+        return "dsaws" + secrets.token_hex(12)  # DynamoDB Local takes letters and digits
+
+    return new() if data_dir is None else _kept_secret(data_dir / "dynamodb-local-key", new)
+
+
+def _kept_secret(path: Path, new: Callable[[], str]) -> str:
+    """The value in `path`, written (owner-only) by `new` if the file is not there yet."""
     if not path.exists():
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as seed:
-            seed.write(secrets.token_urlsafe(48))
+        with os.fdopen(descriptor, "w") as kept:
+            kept.write(new())
     return path.read_text().strip()
 
 

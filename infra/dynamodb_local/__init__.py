@@ -9,6 +9,14 @@ Java 17 (Debian's `openjdk-17-jre-headless`).
     with DynamoDBLocal() as local:            # in memory, on a free port
         boto3.client("dynamodb", endpoint_url=local.endpoint)
     DynamoDBLocal(data_dir=Path("...")).start()  # its tables kept in that folder
+    DynamoDBLocal(data_dir=..., owner_key="...")  # tables only that access key id sees
+
+DynamoDB Local listens on every interface (it has no option to bind an address) and checks no
+signature. Shared (`-sharedDb`), every client that reaches its port sees the same tables,
+whatever credentials it makes up: fine for a test's throwaway tables. With `owner_key`, it
+keeps each access key id's and region's tables apart, so a client from elsewhere that does not
+know the key sees none (`dsaws serve --dynamodb-local` keeps a random one in its data
+directory, owner-only, as the folder of its tables).
 """
 
 from __future__ import annotations
@@ -82,6 +90,19 @@ def _ending_with_parent(command: list[str]) -> list[str]:
     return [setpriv, "--pdeathsig", "TERM", "--", *command]
 
 
+def owned_database(folder: Path, owner_key: str, region: str) -> Path:
+    """The file DynamoDB Local keeps one access key id's and region's tables in, in `folder`
+    (`-sharedDb` kept all of them in `shared-local-instance.db`: a folder an earlier version
+    shared is handed to the owner, once)."""
+    owned = folder / f"{owner_key}_{region}.db"
+    shared = folder / "shared-local-instance.db"
+    if shared.exists() and not owned.exists():
+        shared.rename(owned)
+    if owned.exists():
+        owned.chmod(0o600)
+    return owned
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -93,9 +114,14 @@ class DynamoDBLocal:
     `data_dir` (one shared database file, whatever the credentials or region). Start it from
     a thread that outlives it (the main thread): on Linux it ends with that thread."""
 
-    def __init__(self, port: int | None = None, data_dir: Path | None = None) -> None:
+    def __init__(
+        self, port: int | None = None, data_dir: Path | None = None, owner_key: str | None = None
+    ) -> None:
+        if owner_key is not None and not owner_key.isalnum():
+            raise ValueError("DynamoDB Local takes access key ids of letters and digits only")
         self.port = port or _free_port()
         self.data_dir = data_dir
+        self.owner_key = owner_key
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._process: subprocess.Popen[bytes] | None = None
         # What it says on stderr, for the error when it fails to start; closed by `stop`.
@@ -110,17 +136,19 @@ class DynamoDBLocal:
             str(jar),
             "-port",
             str(self.port),
-            "-sharedDb",
-            # It listens on every interface (it has no option to bind loopback only): at
-            # least no web page may call it (CORS), and it reports nothing anywhere.
+            # It listens on every interface: at least no web page may call it (CORS), and it
+            # reports nothing anywhere.
             "-cors",
             "http://dynamodb-local.invalid",
             "-disableTelemetry",
         ]
+        if self.owner_key is None:
+            command.append("-sharedDb")
         if self.data_dir is None:
             command.append("-inMemory")
         else:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.data_dir.chmod(0o700)  # made before this was so, by an earlier version
             command += ["-dbPath", str(self.data_dir.resolve())]  # Java runs in the jar's folder
         self._process = subprocess.Popen(
             _ending_with_parent(command),
