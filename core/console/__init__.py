@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from ..telemetry import Telemetry
 from ._api import Admit, ConsoleParts, ReadBearer, add_console_routes
-from ._assets import CSP, ConsoleAssets
+from ._assets import CSP, ConsoleAssets, page_csp
 from ._rates import CloudWatchRates, RateRecorder, RateSource, RecordingTelemetry
 
 
@@ -41,5 +41,6 @@ __all__ = [
     "RateRecorder",
     "RateSource",
     "add_console",
+    "page_csp",
     "recording",
 ]

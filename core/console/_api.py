@@ -9,6 +9,7 @@ What is only here is what the protocol does not show: a listing with each stream
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -40,12 +41,20 @@ from ..protocol.headers import format_expires_at
 from ..protocol.paths import parse_path_prefix, parse_stream_path
 from ..storage import InvalidCursor
 from ..subscriptions.errors import SubscriptionError
-from ._assets import ASSET_CACHE, PAGE_CACHE, SECURITY_HEADERS, SHOWN, ConsoleAssets
+from ._assets import (
+    ASSET_CACHE,
+    PAGE_CACHE,
+    SECURITY_HEADERS,
+    SHOWN,
+    ConsoleAssets,
+    page_csp,
+)
 from ._rates import RateSource
 from ._reports import stream_internals, stream_row, subscription_internals
 from ._scans import Gathered, ScanCache
 
 logger = logging.getLogger("dsaws")
+_CSP_HEADER = "Content-Security-Policy"
 Admit = Callable[[Request, tuple[Need, ...], str], Awaitable[Decision]]
 # Reads the bearer token a request carries (None: access control is off).
 ReadBearer = Callable[[Mapping[str, str]], Presented]
@@ -114,7 +123,10 @@ def _secured(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[...
             response = await endpoint(request)
         except ProtocolError as exc:
             response = responses.protocol_error(exc)
+        page_policy = response.headers.get(_CSP_HEADER)
         response.headers.update(SECURITY_HEADERS)
+        if page_policy is not None:
+            response.headers[_CSP_HEADER] = page_policy  # its own nonce
         return response
 
     secured.__name__ = endpoint.__name__
@@ -144,10 +156,11 @@ class _Routes:
         return RedirectResponse(self.settings.console_path + "/", status_code=308)
 
     async def page(self, request: Request) -> Response:
+        nonce = secrets.token_urlsafe(18)
         return Response(
-            self.assets.page,
+            self.assets.page_with(nonce),
             media_type="text/html; charset=utf-8",
-            headers={"Cache-Control": PAGE_CACHE, **SHOWN},
+            headers={"Cache-Control": PAGE_CACHE, **SHOWN, _CSP_HEADER: page_csp(nonce)},
         )
 
     async def asset(self, request: Request) -> Response:

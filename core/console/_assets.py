@@ -5,8 +5,11 @@ nobody (a new version is seen on the next load).
     {console}/                       index.html, `Cache-Control: no-cache`
     {console}/assets/app.<hash>.js   an asset, `Cache-Control: public, max-age=31536000, immutable`
 
-Every answer carries the console's own Content-Security-Policy: scripts and styles from these
-files only, requests to this origin only, and no page may frame it.
+Every answer carries the console's own Content-Security-Policy: styles from this origin, requests
+to this origin only, and no page may frame it. Scripts run only where the page's own tags name
+them, by a nonce drawn for each load of the page: `'self'` would also admit a stream of the same
+origin that a writer gave a JavaScript content type (`<script src="/v1/stream/x.js">`). Other
+answers run no script at all.
 """
 
 from __future__ import annotations
@@ -18,10 +21,18 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import PurePosixPath
 
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+_POLICY = (
+    "default-src 'none'; script-src {scripts}; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 )
+CSP = _POLICY.format(scripts="'none'")  # every answer but the page
+
+
+def page_csp(nonce: str) -> str:
+    """The page's policy: the scripts its tags name with `nonce`, and no other."""
+    return _POLICY.format(scripts=f"'nonce-{nonce}'")
+
+
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
@@ -70,6 +81,12 @@ class ConsoleAssets:
             return "assets/" + names[name]
 
         self.page = _REFERENCE.sub(fingerprint, page).encode()
+        if self.page.count(b"<script ") != self.page.count(b"<script defer src="):
+            raise ValueError("index.html's scripts are each `<script defer src=...>`")
+
+    def page_with(self, nonce: str) -> bytes:
+        """The page, each of its script tags carrying `nonce` (see `page_csp`)."""
+        return self.page.replace(b"<script ", f'<script nonce="{nonce}" '.encode())
 
     @classmethod
     def packaged(cls) -> ConsoleAssets:

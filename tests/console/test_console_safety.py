@@ -209,3 +209,29 @@ def test_hostile_content_and_names_are_shown_as_text_and_run_nothing(
     )
     _assert_nothing_ran(driver, browser_log)
     browser_log.assert_clean(ignore=[r"\b404\b"])
+
+
+_ADD_SCRIPT = """
+const [src, done] = arguments;
+const script = document.createElement('script');
+script.src = src;
+script.onload = () => done('ran');
+script.onerror = () => done('refused');
+document.head.appendChild(script);
+"""
+
+
+def test_a_stream_served_as_javascript_cannot_run_in_the_page(
+    driver: Chrome, console_server: ConsoleServer, browser_log: BrowserLog
+) -> None:
+    """A writer may give a stream a JavaScript content type, and it is served from the
+    console's origin: were it to get into the page (`'self'` would admit it), it would run
+    with the page's token. Only the scripts the page's own tags name with its nonce run."""
+    server = console_server
+    create(server, "hostile/evil.js", "application/javascript", "window.__pwned = 'stream';")
+    open_page(driver, server, "/streams")
+    browser_log.collect()  # what loading the page logged: nothing of interest
+    outcome = driver.execute_async_script(_ADD_SCRIPT, stream_url(server, "hostile/evil.js"))
+    assert outcome == "refused"
+    assert driver.execute_script("return window.__pwned === undefined")
+    assert any("script-src" in entry["message"] for entry in browser_log.csp_violations())

@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 from durable_streams_aws.core.app import create_app
 from durable_streams_aws.core.auth import OPEN
 from durable_streams_aws.core.config import SettingsError, load_settings
-from durable_streams_aws.core.console import CSP, add_console
+from durable_streams_aws.core.console import CSP, add_console, page_csp
 from durable_streams_aws.core.runtime import Backend
 from tests.auth_support import AUDIENCE, CURRENT_KID, CURRENT_SECRET, KEY_SET_TEXT, bearer, token
 
@@ -62,8 +62,16 @@ def test_the_page_names_its_assets_by_content_and_carries_its_policy(client: Tes
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
     assert page.headers["cache-control"] == "no-cache"
-    assert page.headers["content-security-policy"] == CSP
-    assert "frame-ancestors 'none'" in CSP and "script-src 'self'" in CSP
+    # Scripts only by the nonce of this load of the page, which each of its script tags carry.
+    policy = page.headers["content-security-policy"]
+    nonce = re.fullmatch(r".*script-src 'nonce-([A-Za-z0-9_-]{24})';.*", policy)
+    assert nonce is not None and policy == page_csp(nonce[1])
+    assert "frame-ancestors 'none'" in policy and "'self'" not in policy.split(";")[1]
+    tags = re.findall(r"<script [^>]*>", page.text)
+    assert len(tags) == 5 and all(f'nonce="{nonce[1]}"' in tag for tag in tags)
+    again = client.get("/console/").headers["content-security-policy"]
+    assert again != policy  # a nonce per load
+    assert "script-src 'none'" in CSP
     assert page.headers["content-disposition"] == "inline"
     assert page.headers["x-frame-options"] == "DENY"
     assets = re.findall(r'(?:src|href)="(assets/[^"]+)"', page.text)

@@ -1,6 +1,6 @@
 // The Durable Streams console: a single page, hash routes (#/streams[?prefix=P],
 // #/stream/<encodeURIComponent(path)>[?offset=O], #/subscriptions, #/overview), vanilla JS
-// under a CSP of script-src 'self' and style-src 'self'. Everything the server sends (stream
+// under a CSP of script-src by nonce and style-src 'self'. Everything the server sends (stream
 // content, names, error messages) is put on the page with textContent, never parsed as HTML.
 // The token lives in sessionStorage ('dsconsole.token') and travels only as
 // `Authorization: Bearer`.
