@@ -128,7 +128,8 @@ def _check(message: Any, index: int) -> Refusal | None:
     control = headers.get("control")
     if control is not None:
         if control not in CONTROLS:
-            return Refusal(index, f"unknown control message {str(control)[:40]!r}")
+            # Named by its index only: the reason is shown to who may `operate`, not `read`.
+            return Refusal(index, "an unknown control message")
         return None
     operation = headers.get("operation")
     if operation not in OPERATIONS:
@@ -155,7 +156,7 @@ class _NotPortable(ValueError):
 def _finite(text: str) -> float:
     number = float(text)
     if not math.isfinite(number):
-        raise _NotPortable(f"a number out of range ({text[:40]}): a snapshot could not carry it")
+        raise _NotPortable("a number out of range: a snapshot could not carry it")
     return number
 
 

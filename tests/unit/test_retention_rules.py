@@ -263,6 +263,17 @@ def test_anything_but_state_protocol_messages_is_refused_where_it_is(raw: bytes,
     assert not refused.too_large and fold.messages == 1
 
 
+def test_a_refusal_quotes_nothing_of_the_stream() -> None:
+    """The reason is shown to a token that may operate on the stream, not read it."""
+    for secret in (
+        b'{"headers":{"control":"api-key hunter2"}}',
+        b'{"type":"a","key":"k","value":{"pin":31337e999},"headers":{"operation":"insert"}}',
+    ):
+        _, refused = fold_state([secret])
+        assert refused is not None
+        assert "hunter2" not in str(refused) and "31337" not in str(refused)
+
+
 def test_a_lone_surrogate_is_carried_escaped() -> None:
     fold, refused = fold_state(
         [b'{"type":"a","key":"k","value":{"s":"\\ud800"},"headers":{"operation":"insert"}}']
