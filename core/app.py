@@ -322,7 +322,14 @@ def _no_options(_settings: Settings, _app: FastAPI) -> dict[str, Any]:
 
 
 def _loopback_only(settings: Settings, _: FastAPI) -> dict[str, Any] | None:
-    return {"allowed_origins": settings.cors.origins} if settings.loopback_only else None
+    if not settings.loopback_only:
+        return None
+    preflight = {
+        "Access-Control-Allow-Methods": ", ".join(_METHODS),
+        "Access-Control-Allow-Headers": ", ".join(_ALLOWED_HEADERS),
+        "Access-Control-Max-Age": "86400",
+    }
+    return {"allowed_origins": settings.cors.origins, "preflight": preflight}
 
 
 # Outermost first: a request passes through them in this order (after the access log).

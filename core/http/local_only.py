@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from urllib.parse import urlsplit
 
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import responses
@@ -74,11 +75,20 @@ def refusal(headers: Mapping[str, str], allowed_origins: Collection[str]) -> tup
 
 
 class LoopbackOnly:
-    """Refuses, before anything else runs, requests `refusal` names a reason for."""
+    """Refuses, before anything else runs, requests `refusal` names a reason for. A CORS
+    preflight from another site's page (which changes nothing) is answered with what the server
+    allows but without `Access-Control-Allow-Origin`: the browser then sends nothing, and a
+    client that checks only what a preflight allows (the conformance suite) finds it."""
 
-    def __init__(self, app: ASGIApp, allowed_origins: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        allowed_origins: Collection[str] = (),
+        preflight: Mapping[str, str] | None = None,
+    ) -> None:
         self.app = app
         self.allowed_origins = frozenset(allowed_origins)
+        self.preflight = dict(preflight or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -87,6 +97,16 @@ class LoopbackOnly:
                 for name, value in scope.get("headers", [])
             }
             refused = refusal(headers, self.allowed_origins)
+            is_preflight = (
+                scope["method"] == "OPTIONS" and "access-control-request-method" in headers
+            )
+            if refused is not None and refused[0] == 403 and is_preflight:
+                answer = Response(
+                    status_code=204,
+                    headers={**self.preflight, "Vary": "Origin", "Cache-Control": "no-store"},
+                )
+                await answer(scope, receive, send)
+                return
             if refused is not None:
                 status, reason = refused
                 code = "misdirected" if status == 421 else "cross_site"
