@@ -26,6 +26,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import responses
+from .requests import forwarded_host
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 # The name the local CDN (infra/local_cdn, nginx) gives the server it proxies to.
@@ -61,7 +62,7 @@ def refusal(headers: Mapping[str, str], allowed_origins: Collection[str]) -> tup
     any; the `Host` is checked all the same)."""
     host = host_name(headers.get("host", ""))
     if host == CDN_UPSTREAM:
-        host = host_name(headers.get("x-forwarded-host", "").split(",")[0])
+        host = host_name(forwarded_host(headers))
     if host not in LOOPBACK_NAMES:
         return 421, "this server answers requests for its loopback address only"
     origin = headers.get("origin")

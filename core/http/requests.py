@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -78,7 +79,7 @@ def header(headers: Headers, name: str) -> str | None:
     return single_value(name, headers.getlist(name))
 
 
-def forwarded_host(headers: Headers) -> str:
+def forwarded_host(headers: Mapping[str, str]) -> str:
     """The host the client named, as a CDN passes it on (the nearest proxy's, when several
     appended theirs); "" when there is none."""
     return headers.get("x-forwarded-host", "").split(",")[0].strip()

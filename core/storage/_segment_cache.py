@@ -46,9 +46,10 @@ class SegmentCache:
         with self._lock:
             known = self._by_incarnation.setdefault(incarnation, [])
             self._by_incarnation.move_to_end(incarnation)
-            if any(_covers(old, segment) for old in _neighbours(known, segment)):
+            overlapping = _neighbours(known, segment)
+            if any(_covers(old, segment) for old in overlapping):
                 return  # one known already answers every position it would
-            for old in [old for old in _neighbours(known, segment) if _covers(segment, old)]:
+            for old in [old for old in overlapping if _covers(segment, old)]:
                 known.remove(old)
                 self.weight -= weight(old)
             insort(known, segment, key=_order)
