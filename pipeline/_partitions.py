@@ -45,7 +45,11 @@ class SlicePartition(InputPartition):
     fail_on_data_loss: bool = True
 
 
-def resolve(options: ReadOptions) -> tuple[ReadOptions, dict[str, StreamState | None], list[str]]:
+# The options with the streams under the prefix added, each stream's state, the ones only listed.
+Resolved = tuple[ReadOptions, dict[str, StreamState | None], list[str]]
+
+
+def resolve(options: ReadOptions) -> Resolved:
     """The options with the streams under the prefix added, what each stream is now (None:
     not there), and the streams that were only listed."""
     origin = access(options.origin)

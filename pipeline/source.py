@@ -8,7 +8,7 @@
           .load())
 
 Streams are read over HTTP (`url`) or straight from the store (`table` and `bucket`, plus
-`endpoint` for an emulator). Each stream's range is fixed when the query is planned (up to
+`endpoint` for an emulator). Each stream's range is fixed when the DataFrame is loaded (up to
 its tail then, or to `endingOffsets`) and read with bounded reads, so the partitions read
 exactly that range however much is appended meanwhile: one partition per stream, or per
 offset range of about `bytesPerPartition` bytes when reading the store directly.
@@ -32,7 +32,7 @@ from pyspark.sql.types import StructType
 from durable_streams_aws.core.protocol.headers import is_json
 
 from ._access import access
-from ._partitions import SlicePartition, read_partition, resolve, value_types
+from ._partitions import Resolved, SlicePartition, read_partition, resolve, value_types
 from ._plan import OptionError, ReadOptions, plan_slices
 from ._rows import is_textual, schema_ddl
 
@@ -43,14 +43,20 @@ class DurableStreamsDataSource(DataSource):
         return "durable_streams"
 
     def schema(self) -> str:
-        options, states, _ = resolve(ReadOptions.parse(self.options))
+        resolved = resolve(ReadOptions.parse(self.options))
+        options, states, _ = resolved
         content_types = [state.content_type for state in states.values() if state is not None]
         if options.json_schema is not None and not all(map(is_json, content_types)):
             raise OptionError("jsonSchema parses JSON streams only; some streams read are not")
+        # Spark hands this instance, pickled, to the batch reader's planning: what was found
+        # here fixes each stream's range when the DataFrame is loaded, so all its actions read
+        # the same rows (as a file source's listing does), without asking every stream again.
+        self._resolved: Resolved | None = resolved
         return schema_ddl(content_types, options.json_schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return BatchReader(ReadOptions.parse(self.options), schema)
+        resolved = getattr(self, "_resolved", None)  # None when the user gave the schema
+        return BatchReader(ReadOptions.parse(self.options), schema, resolved)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .sink import BatchWriter, SinkOptions
@@ -71,8 +77,10 @@ class DurableStreamsDataSource(DataSource):
 
 
 class BatchReader(DataSourceReader):
-    def __init__(self, options: ReadOptions, schema: StructType) -> None:
-        options, states, listed = resolve(options)
+    def __init__(
+        self, options: ReadOptions, schema: StructType, resolved: Resolved | None = None
+    ) -> None:
+        options, states, listed = resolved or resolve(options)
         self.slices = plan_slices(options, states, listed)
         if options.partition_bytes is not None:
             origin = access(options.origin)
@@ -80,7 +88,7 @@ class BatchReader(DataSourceReader):
         self.options = options
         self.as_text, self.value_type = value_types(schema)
         kinds = {piece.content_type for piece in self.slices}
-        # The schema was decided from an earlier look at the streams (Spark asks for it first).
+        # A schema given by the user, or decided from an earlier look at the streams.
         if (self.as_text and not all(map(is_textual, kinds))) or (
             self.value_type is not None and not all(map(is_json, kinds))
         ):

@@ -231,6 +231,10 @@ class ChunkStore:
         lengths = chunk.lengths
         if lengths is None and chunk.lengths_key is not None:
             lengths = items.unpack_lengths(self._s3_get(chunk.lengths_key))
+        if lengths and _whole(span, chunk.start, chunk.end, len(lengths)):
+            # The common catch-up: the whole chunk fits, so every message of it is taken.
+            taken = layout.cut(self._chunk_bytes(chunk, chunk.start, chunk.end), lengths)
+            return taken, chunk.start, chunk.end, span.budget - chunk.end + chunk.start - len(taken)
         spans = list(_spans(chunk.start, lengths or ()))
         lo = _snapped(spans, span)
         bounds, budget = _fitting(spans, lo, span.hi, span.budget, span.first)
@@ -261,7 +265,18 @@ class ChunkStore:
         if last_page >= first_page:
             base = directory[first_page].offset
             raw = self._s3_get(segment.s3_key, _range(base, directory[last_page].object_end))
-            for page in directory[first_page : last_page + 1]:
+            taking = directory[first_page : last_page + 1]
+            if directory[first_page].position == lo and directory[last_page].end <= hi:
+                # Whole pages, which the budget was just found to hold: every message of them.
+                whole = [
+                    message
+                    for page in taking
+                    for message in layout.page_messages(
+                        page, raw[page.offset - base : page.object_end - base]
+                    )
+                ]
+                return whole, lo, directory[last_page].end, budget - estimate
+            for page in taking:
                 part = raw[page.offset - base : page.object_end - base]
                 found.extend(layout.messages_of(page, part))
         elif span.first:
@@ -571,6 +586,12 @@ def take_runs(runs: Sequence[_Run], span: Span) -> tuple[Taken | None, int, int,
             if position < b:
                 return result()
     return result()
+
+
+def _whole(span: Span, start: int, end: int, count: int) -> bool:
+    """Whether the read takes all of the item [start, end) holding `count` messages: it lies
+    within [lo, hi) and its bytes, with a separator per message, fit the budget."""
+    return span.lo <= start and end <= span.hi and end - start + count <= span.budget
 
 
 def _snapped(spans: Iterable[tuple[int, int]], span: Span) -> int:

@@ -21,6 +21,7 @@ import bisect
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from itertools import accumulate, pairwise
 
 from . import _items as items
 
@@ -185,15 +186,21 @@ def page_at(directory: Sequence[Page], position: int) -> int:
 def messages_of(page: Page, raw: bytes) -> list[tuple[int, bytes]]:
     """(start position, bytes) of each unit of a page, from the object bytes of the whole page
     (header first)."""
-    header = raw[: LENGTH_BYTES * page.count]
-    lengths = items.unpack_lengths(header)
-    found = []
-    position, cursor = page.position, len(header)
-    for length in lengths:
-        found.append((position, raw[cursor : cursor + length]))
-        position += length
-        cursor += length
-    return found
+    header = LENGTH_BYTES * page.count
+    lengths = items.unpack_lengths(raw[:header])
+    starts = accumulate(lengths, initial=page.position)
+    return list(zip(starts, cut(raw, lengths, header), strict=False))
+
+
+def page_messages(page: Page, raw: bytes) -> list[bytes]:
+    """The units of a page, from the object bytes of the whole page (header first)."""
+    header = LENGTH_BYTES * page.count
+    return cut(raw, items.unpack_lengths(raw[:header]), header)
+
+
+def cut(data: bytes, lengths: Iterable[int], at: int = 0) -> list[bytes]:
+    """`data` cut into consecutive pieces of these lengths, the first beginning at `at`."""
+    return [data[a:b] for a, b in pairwise(accumulate(lengths, initial=at))]
 
 
 def pieces_of(directory: Sequence[Page], raw: bytes, json_mode: bool) -> list[Piece]:

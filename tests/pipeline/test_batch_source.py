@@ -68,6 +68,28 @@ def test_starting_and_ending_offsets_bound_the_read(spark: Any, streams_url: str
     assert "".join(row.message for row in frame.collect()) == "two three "
 
 
+def test_every_action_on_a_loaded_frame_reads_the_same_range(spark: Any, streams_url: str) -> None:
+    create(f"{streams_url}/fixed", "application/json", [[1, 2, 3]])
+    frame = load(spark, streams_url, stream="fixed")
+    with DurableStream(f"{streams_url}/fixed") as stream:
+        stream.append([4, 5])  # after the frame was loaded: not part of it
+    assert frame.count() == 3
+    assert [json.loads(row.message) for row in frame.collect()] == [1, 2, 3]
+    assert load(spark, streams_url, stream="fixed").count() == 5  # a frame loaded now
+
+
+def test_a_schema_given_by_the_user_reads_up_to_the_tail_when_planned(
+    spark: Any, streams_url: str
+) -> None:
+    create(f"{streams_url}/given", "text/plain", ["a"])
+    schema = "stream STRING, offset STRING, message STRING, content_type STRING"
+    reader = spark.read.format("durable_streams").option("url", streams_url)
+    frame = reader.option("stream", "given").schema(schema).load()
+    with DurableStream(f"{streams_url}/given") as stream:
+        stream.append("b")
+    assert "".join(row.message for row in frame.collect()) == "ab"
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [

@@ -37,6 +37,7 @@ def test_json_pages_hold_every_message_once_in_order_and_fit_their_size(seed: in
         raw = built.body[page.offset : page.object_end]
         in_page = layout.messages_of(page, raw)
         assert len(in_page) == page.count >= 1
+        assert layout.page_messages(page, raw) == [m for _, m in in_page]
         # A page fits a response of page_bytes, unless it is one message larger than that.
         assert page.served_size(page.position, page.end) <= page_bytes or page.count == 1
         found.extend(in_page)
@@ -46,6 +47,19 @@ def test_json_pages_hold_every_message_once_in_order_and_fit_their_size(seed: in
     assert b"".join(p.data for p in layout.pieces_of(directory, built.body, True)) == b"".join(
         messages
     )
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_cut_gives_consecutive_pieces_of_the_lengths(seed: int) -> None:
+    rng = random.Random(seed)
+    lengths = [rng.choice([0, 1, 5, 90]) for _ in range(rng.randint(0, 40))]
+    at = rng.randint(0, 9)
+    data = bytes(rng.randrange(256) for _ in range(at + sum(lengths) + rng.randint(0, 3)))
+    expected, cursor = [], at
+    for length in lengths:
+        expected.append(data[cursor : cursor + length])
+        cursor += length
+    assert layout.cut(data, lengths, at) == expected
 
 
 def test_binary_segments_are_the_bytes_themselves_with_pages_for_splitting() -> None:
