@@ -189,9 +189,13 @@ class StreamEndpoints:
         parsed = parse_append(request.headers)
         intent, payload = parsed.with_body(await self._body(request), self.response_budget)
 
-        # A producer's request may wait for its predecessors: never on the event loop.
-        call = offload if intent.producer is not None else self.call_store
-        outcome = await call(self.store.append, path, intent, payload)
+        if intent.producer is not None:
+            # It may wait for its predecessors: on the event loop, holding no thread of the
+            # store's pool; its store calls on that pool (a group commit's follower waits for
+            # its leader there).
+            outcome = await self.store.append_async(path, intent, payload, offload)
+        else:
+            outcome = await self.call_store(self.store.append, path, intent, payload)
 
         if outcome.presence is Presence.NOT_FOUND:
             return r.not_found()

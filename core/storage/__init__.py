@@ -2,7 +2,7 @@
 
 from .._lazy import lazy_exports
 from ._seal_plan import SealPolicy
-from .base import StreamStore
+from .base import Runner, StreamStore
 from .dynamo import DynamoStore
 from .model import (
     AppendOutcome,
@@ -51,6 +51,7 @@ __all__ = [
     "Presence",
     "ReadBatch",
     "Retained",
+    "Runner",
     "SealPolicy",
     "SealReport",
     "Sealer",

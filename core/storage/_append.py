@@ -34,22 +34,24 @@ pipelined requests are applied in sequence order (`ProducerOrder`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Protocol
 
 from ..protocol.append import AppendDecision, AppendIntent, Verdict, WriteState, decide_append
+from ..protocol.headers import ProducerClaim
 from ..protocol.producer import ProducerDecision, ProducerOutcome, ProducerState
 from ..telemetry import Metric, Telemetry
 from . import _items as items
 from . import _requests as requests
 from ._chunks import ChunkStore, StoredBody
 from ._group import GroupCommits, Waiting
+from ._producer_order import ProducerOrder, within_pipeline
 from ._ranges import PUBLISH_EVERY
 from ._recent import RecentWrites
 from ._seal_plan import marks
@@ -60,16 +62,11 @@ from .model import AppendOutcome, Payload, Presence, StoreUnavailable, StreamInf
 # Consecutive throttled reads one append sits out (backing off 25 ms, 50 ms, ... 3.2 s).
 _MAX_THROTTLED_READS = 8
 # A producer request that finds its predecessor not stored yet waits this long for it (a
-# pipelining producer whose requests reached different instances out of order).
+# pipelining producer whose requests reached different instances out of order), when the
+# predecessor is one a pipeline explains (`within_pipeline`).
 SEQUENCE_WAIT_SECONDS = 1.0
-# How far ahead of the last stored seq a request still waits for its predecessors here.
-_PIPELINE_DEPTH = 64
-# How long a producer request waits for a predecessor that is not in flight here yet.
-ARRIVAL_WAIT_SECONDS = 0.2
 # A transaction's limit on its actions.
 _MAX_ACTIONS = 100
-# Verdicts after which a producer's state is known to be stored.
-_STORED = frozenset({Verdict.COMMIT, Verdict.DUPLICATE})
 
 
 class _Mode(Enum):
@@ -101,65 +98,23 @@ class _Attempt:
     guessed: bool = False  # memory was consulted: from now on the stream is read
     body: StoredBody | None = None
     waited_for_sequence: bool = False
+    producer_checked: bool = False  # its producer's state was read before reserving
     held_until: float | None = None  # this append holds reservations off until then
+
+
+@dataclass(frozen=True)
+class _AwaitPredecessor:
+    """The producer's request before this one is not stored, but one a pipeline explains may
+    be stored soon (sent to another instance): wait for it, then try again; `refusal` is the
+    answer if it is not stored in time."""
+
+    info: StreamInfo
+    refusal: AppendOutcome
 
 
 def reservable(intent: AppendIntent) -> bool:
     """Whether an append may reserve its range: not a close, not Stream-Seq, and with data."""
     return not intent.close and intent.stream_seq is None and intent.has_body
-
-
-class ProducerOrder:
-    """A producer's requests to one stream, in this process, applied in sequence order: a
-    request whose predecessors are in flight here (pipelined) waits for them, and one whose
-    predecessor has not arrived yet waits a moment for it (pipelined requests overtake each
-    other on their way, over several connections), instead of being refused for a gap that
-    only the order of arrival made."""
-
-    def __init__(self) -> None:
-        self._changed = threading.Condition()
-        self._last: dict[tuple[str, str], tuple[int, int]] = {}  # (path, id) -> (epoch, seq)
-        self._in_flight: dict[tuple[str, str], list[tuple[int, int]]] = {}
-
-    def enter(self, path: str, producer_id: str, epoch: int, seq: int, timeout: float) -> None:
-        """Wait for this request's turn (at most `timeout` while a predecessor is in flight
-        here, `ARRIVAL_WAIT_SECONDS` while none is), then count it in flight."""
-        key = (path, producer_id)
-        now = time.monotonic()
-        deadline, arrival = now + timeout, now + ARRIVAL_WAIT_SECONDS
-        with self._changed:
-            while True:
-                last = self._last.get(key)
-                if last is None or last[0] != epoch or last[1] >= seq - 1:
-                    break
-                if seq - 1 - last[1] > _PIPELINE_DEPTH:
-                    break  # not a pipeline: a real gap, for the decision to refuse
-                ahead = any(e == epoch and s < seq for e, s in self._in_flight.get(key, ()))
-                until = deadline if ahead else arrival
-                remaining = until - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._changed.wait(remaining)
-            self._in_flight.setdefault(key, []).append((epoch, seq))
-
-    def leave(
-        self, path: str, producer_id: str, epoch: int, seq: int, stored: ProducerState | None
-    ) -> None:
-        """The request is answered; `stored`: the producer's state it left stored."""
-        key = (path, producer_id)
-        with self._changed:
-            flying = self._in_flight.get(key, [])
-            if (epoch, seq) in flying:
-                flying.remove((epoch, seq))
-            if not flying:
-                self._in_flight.pop(key, None)
-            if stored is not None:
-                last = self._last.get(key)
-                if last is None or (stored.epoch, stored.last_seq) > last:
-                    self._last[key] = (stored.epoch, stored.last_seq)
-                    if len(self._last) > 65536:
-                        self._last.pop(next(iter(self._last)))
-            self._changed.notify_all()
 
 
 class AppendStore(Protocol):
@@ -202,25 +157,62 @@ class Appender:
     # ---------------------------------------------------------------- the loop
 
     def append(self, path: str, intent: AppendIntent, payload: Payload) -> AppendOutcome:
-        store = self.store
-        producer = intent.producer
-        if producer is None:
-            return self._append(path, intent, payload)
-        claim = (path, producer.producer_id, producer.epoch, producer.seq)
-        self.order.enter(*claim, timeout=store.write_deadline)
-        stored: ProducerState | None = None
+        """Waits (a producer's turn, its predecessor) on this thread."""
+        claim = intent.producer
+        if claim is None:
+            return _answer(self._append(path, intent, payload, self._attempt(path, intent)))
+        self.order.enter(path, claim.producer_id, claim.epoch, claim.seq, self.store.write_deadline)
+        attempt, outcome = self._attempt(path, intent), None
         try:
-            outcome = self._append(path, intent, payload)
-            if outcome.decision is not None and outcome.decision.verdict in _STORED:
-                stored = outcome.producer
-            return outcome
+            while True:
+                step = self._append(path, intent, payload, attempt)
+                if isinstance(step, AppendOutcome):
+                    outcome = step
+                    return outcome
+                attempt.waited_for_sequence = True
+                if not self._await_predecessor(step.info, claim):
+                    outcome = step.refusal
+                    return outcome
         finally:
-            self.order.leave(*claim, stored)
+            self.order.leave(path, claim.producer_id, claim.epoch, claim.seq, _stored(outcome))
 
-    def _append(self, path: str, intent: AppendIntent, payload: Payload) -> AppendOutcome:
+    async def append_async(
+        self,
+        path: str,
+        intent: AppendIntent,
+        payload: Payload,
+        run: Callable[..., Awaitable[Any]],
+    ) -> AppendOutcome:
+        """`append` for a caller on an event loop: the waits are made there, holding no
+        thread, and the store's calls through `run` (onto a thread)."""
+        claim = intent.producer
+        if claim is None:
+            step = await run(self._append, path, intent, payload, self._attempt(path, intent))
+            return _answer(step)
+        timeout = self.store.write_deadline
+        await self.order.enter_async(path, claim.producer_id, claim.epoch, claim.seq, timeout)
+        attempt, outcome = self._attempt(path, intent), None
+        try:
+            while True:
+                step = await run(self._append, path, intent, payload, attempt)
+                if isinstance(step, AppendOutcome):
+                    outcome = step
+                    return outcome
+                attempt.waited_for_sequence = True
+                if not await self._await_predecessor_async(step.info, claim, run):
+                    outcome = step.refusal
+                    return outcome
+        finally:
+            self.order.leave(path, claim.producer_id, claim.epoch, claim.seq, _stored(outcome))
+
+    def _attempt(self, path: str, intent: AppendIntent) -> _Attempt:
+        hot = reservable(intent) and self.store.recent.hot(path)
+        return _Attempt(_Mode.RESERVED if hot else _Mode.DIRECT)
+
+    def _append(
+        self, path: str, intent: AppendIntent, payload: Payload, attempt: _Attempt
+    ) -> AppendOutcome | _AwaitPredecessor:
         store = self.store
-        hot = reservable(intent) and store.recent.hot(path)
-        attempt = _Attempt(_Mode.RESERVED if hot else _Mode.DIRECT)
         throttled = busy = 0
         for number in self._attempts():
             if attempt.mode is _Mode.DIRECT:
@@ -229,7 +221,7 @@ class Appender:
                 step = store.turns.submit(path, (intent, payload, attempt), self._direct_group)
             else:
                 step = self._reserved(path, intent, payload, attempt)
-            if isinstance(step, AppendOutcome):
+            if isinstance(step, (AppendOutcome, _AwaitPredecessor)):
                 return step
             if step is _Retry.THROTTLED:
                 if throttled >= _MAX_THROTTLED_READS:
@@ -275,6 +267,14 @@ class Appender:
             guess = store.recent.guess(path, producer_id)
             if guess is not None:
                 return _Known(guess[0], guess[1], fresh=False)
+        read = self._read(path, producer_id)
+        return read[0] if isinstance(read, tuple) else read
+
+    def _read(
+        self, path: str, producer_id: str | None
+    ) -> tuple[_Known, dict[str, Any] | None] | AppendOutcome | _Retry:
+        """The stream and producer as stored now (and the producer's item)."""
+        store = self.store
         read = store.get_for_write(path, producer_id)
         if read is None:
             return _Retry.THROTTLED
@@ -285,7 +285,8 @@ class Appender:
             return AppendOutcome(Presence.NOT_FOUND)
         if live.soft_deleted:
             return AppendOutcome(Presence.GONE)
-        return _Known(live, items.decode_producer(producer_item, live.incarnation), fresh=True)
+        producer = items.decode_producer(producer_item, live.incarnation)
+        return _Known(live, producer, fresh=True), producer_item
 
     # ---------------------------------------------------------------- direct
 
@@ -554,8 +555,15 @@ class Appender:
 
     def _reserved(
         self, path: str, intent: AppendIntent, payload: Payload, attempt: _Attempt
-    ) -> AppendOutcome | _Retry:
+    ) -> AppendOutcome | _AwaitPredecessor | _Retry:
         store = self.store
+        claim = intent.producer
+        if claim is not None and not attempt.producer_checked:
+            attempt.producer_checked = True
+            if not self.order.vouches(path, claim.producer_id, claim.epoch, claim.seq):
+                checked = self._check_producer(path, intent, attempt)
+                if checked is not None:
+                    return checked
         known = self._know(path, intent, attempt)
         if not isinstance(known, _Known):
             return known
@@ -610,6 +618,28 @@ class Appender:
             ProducerDecision(ProducerOutcome.ACCEPT, new_producer) if new_producer else None,
         )
         return AppendOutcome(Presence.FOUND, accepted, after, new_producer)
+
+    def _check_producer(
+        self, path: str, intent: AppendIntent, attempt: _Attempt
+    ) -> AppendOutcome | _AwaitPredecessor | _Retry | None:
+        """A producer request that this process's memory does not vouch for is decided on the
+        producer's stored state before a range is reserved for it, so that refusing it costs a
+        read, not a reservation, a void and a wait. None: it may be accepted (the fill's
+        conditions decide, as for any other)."""
+        claim = intent.producer
+        assert claim is not None
+        read = self._read(path, claim.producer_id)
+        if not isinstance(read, tuple):
+            return read
+        known, producer_item = read
+        decision = decide_append(_write_state(known.info, known.producer), intent)
+        if decision.commits:
+            attempt.known = known
+            return None
+        refusal = _refusal(known.info, decision, producer_item)
+        if decision.verdict is Verdict.SEQUENCE_GAP and _pipelined(known.producer, claim):
+            return _AwaitPredecessor(known.info, refusal)
+        return refusal
 
     def _reserve(self, info: StreamInfo, length: int) -> StreamInfo:
         """Add `length` to the reserved end and one to the range count; the stream as it is
@@ -693,14 +723,11 @@ class Appender:
         decision = decide_append(_write_state(reserved, state), intent)
         if decision.commits:
             return _Retry.CONFLICT  # its predecessor landed above this range: reserve anew
-        if decision.verdict is Verdict.SEQUENCE_GAP and not attempt.waited_for_sequence:
-            attempt.waited_for_sequence = True
-            if self._await_predecessor(reserved, intent):
-                return _Retry.CONFLICT
-        reported = decision.producer.state if decision.producer else None
-        # Where the producer's stored data ends (a duplicate's answer), which is readable.
-        stored_end = int(found["pe"]["N"]) if found and "pe" in found else reserved.tail
-        return AppendOutcome(Presence.FOUND, decision, replace(reserved, tail=stored_end), reported)
+        refusal = _refusal(reserved, decision, found)
+        gap = decision.verdict is Verdict.SEQUENCE_GAP and _pipelined(state, intent.producer)
+        if gap and not attempt.waited_for_sequence:
+            return _AwaitPredecessor(reserved, refusal)
+        return refusal
 
     def _filled_after_all(
         self, reserved: StreamInfo, end: int, intent: AppendIntent
@@ -712,30 +739,35 @@ class Appender:
         )
         return AppendOutcome(Presence.FOUND, accepted, replace(reserved, tail=end), new_producer)
 
-    def _await_predecessor(self, info: StreamInfo, intent: AppendIntent) -> bool:
+    def _await_predecessor(self, info: StreamInfo, claim: ProducerClaim) -> bool:
         """Whether the request before this producer request was stored within a short wait
         (a pipelining producer's requests that reached instances out of order)."""
-        claim = intent.producer
-        assert claim is not None
-        store = self.store
-        deadline = time.monotonic() + SEQUENCE_WAIT_SECONDS
-        pause = 0.01
-        while time.monotonic() < deadline:
-            store.sleep(pause)
-            pause = min(pause * 2, 0.1)
-            response = call(
-                store.dynamodb.get_item,
-                TableName=store.table,
-                Key=items.producer_key(info.path, claim.producer_id),
-                ConsistentRead=True,
-            )
-            state = items.decode_producer(response.get("Item"), info.incarnation)
-            if state is not None and (state.epoch, state.last_seq) >= (
-                claim.epoch,
-                claim.seq - 1,
-            ):
+        for pause in _predecessor_pauses():
+            self.store.sleep(pause)
+            if self._predecessor_stored(info, claim):
                 return True
         return False
+
+    async def _await_predecessor_async(
+        self, info: StreamInfo, claim: ProducerClaim, run: Callable[..., Awaitable[Any]]
+    ) -> bool:
+        """`_await_predecessor`, waiting on the event loop."""
+        for pause in _predecessor_pauses():
+            await asyncio.sleep(pause)
+            if await run(self._predecessor_stored, info, claim):
+                return True
+        return False
+
+    def _predecessor_stored(self, info: StreamInfo, claim: ProducerClaim) -> bool:
+        store = self.store
+        response = call(
+            store.dynamodb.get_item,
+            TableName=store.table,
+            Key=items.producer_key(info.path, claim.producer_id),
+            ConsistentRead=True,
+        )
+        state = items.decode_producer(response.get("Item"), info.incarnation)
+        return state is not None and (state.epoch, state.last_seq) >= (claim.epoch, claim.seq - 1)
 
 
 # A producer's new state in a direct commit: its id, the state decided on, the new one, and
@@ -751,6 +783,46 @@ def _write_state(info: StreamInfo, producer: ProducerState | None) -> WriteState
         last_stream_seq=info.last_stream_seq,
         producer=producer,
     )
+
+
+def _pipelined(stored: ProducerState | None, claim: ProducerClaim | None) -> bool:
+    """Whether a request refused for a gap is one a pipelining producer sends ahead of its
+    predecessors (worth waiting for them), not one no pipeline explains."""
+    return claim is not None and within_pipeline(stored, claim.epoch, claim.seq)
+
+
+def _refusal(
+    info: StreamInfo, decision: AppendDecision, producer_item: dict[str, Any] | None
+) -> AppendOutcome:
+    """A producer request refused on its producer's stored state; a duplicate is answered
+    with where the producer's stored data ends, which is readable."""
+    reported = decision.producer.state if decision.producer else None
+    stored_end = int(producer_item["pe"]["N"]) if producer_item and "pe" in producer_item else None
+    tail = info.tail if stored_end is None else stored_end
+    return AppendOutcome(Presence.FOUND, decision, replace(info, tail=tail), reported)
+
+
+def _predecessor_pauses() -> Iterator[float]:
+    """The pauses between looks for a predecessor: 10 ms doubling up to 100 ms, for at most
+    `SEQUENCE_WAIT_SECONDS` in all."""
+    deadline = time.monotonic() + SEQUENCE_WAIT_SECONDS
+    pause = 0.01
+    while time.monotonic() < deadline:
+        yield pause
+        pause = min(pause * 2, 0.1)
+
+
+def _stored(outcome: AppendOutcome | None) -> ProducerState | None:
+    """The producer's state an answered request found or left stored (None: not known)."""
+    if outcome is None or outcome.decision is None or outcome.decision.producer is None:
+        return None
+    return outcome.producer
+
+
+def _answer(step: AppendOutcome | _AwaitPredecessor) -> AppendOutcome:
+    """An append without a producer never waits for a predecessor."""
+    assert isinstance(step, AppendOutcome)
+    return step
 
 
 def _claimed_state(intent: AppendIntent) -> ProducerState | None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from ..protocol.append import AppendIntent
 from .model import (
@@ -16,6 +17,9 @@ from .model import (
     StreamInfo,
     StreamPage,
 )
+
+# Runs a store call for a caller on an event loop (on a thread, or right there).
+Runner = Callable[..., Awaitable[Any]]
 
 
 class StreamStore(Protocol):
@@ -31,6 +35,11 @@ class StreamStore(Protocol):
 
     def append(self, path: str, intent: AppendIntent, payload: Payload) -> AppendOutcome:
         """Decide and commit one append / close atomically with its producer state."""
+
+    async def append_async(
+        self, path: str, intent: AppendIntent, payload: Payload, run: Runner
+    ) -> AppendOutcome:
+        """`append` on an event loop: waits made there, store calls through `run`."""
 
     def read(self, info: StreamInfo, start: int, max_bytes: int, whole: bool = False) -> ReadBatch:
         """Committed data from `start`, up to `info.tail` and about `max_bytes`, in whole

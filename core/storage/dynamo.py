@@ -53,6 +53,7 @@ from ._recent import RecentWrites
 from ._seal_plan import DEFAULT_HOT_BYTES, marks
 from ._settle import Settler
 from .aws import Conflict, call, is_throttle_code, pages, request_token, when_made
+from .base import Runner
 from .model import (
     AppendOutcome,
     CreateOutcome,
@@ -348,6 +349,13 @@ class DynamoStore:
         """See `core.storage._append`: direct commits for streams one writer appends to,
         reserved ranges for streams several do."""
         return self.appender.append(path, intent, payload)
+
+    async def append_async(
+        self, path: str, intent: AppendIntent, payload: Payload, run: Runner
+    ) -> AppendOutcome:
+        """The same append for a caller on an event loop: a producer request's waits (its
+        turn, its predecessor) are made there, and the store's calls through `run`."""
+        return await self.appender.append_async(path, intent, payload, run)
 
     # ---------------------------------------------------------------- data
 

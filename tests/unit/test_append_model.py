@@ -36,6 +36,7 @@ from durable_streams_aws.core.protocol.producer import (
     ProducerState,
     decide_producer,
 )
+from durable_streams_aws.core.storage._producer_order import within_pipeline
 from durable_streams_aws.core.storage._ranges import Gap, Placed, fill_accepts, resolve, void_due
 
 VOID_AFTER = 2.0
@@ -98,15 +99,35 @@ class World:
 Step = Iterator[str]  # an actor yields the name of the step it just took
 
 
-def reserved_writer(world: World, record: bytes, claim: ProducerClaim | None = None) -> Step:
-    """Reserve, then fill (the store's reserved mode); a voided range is reserved anew."""
+def reserved_writer(
+    world: World, record: bytes, claim: ProducerClaim | None = None, check_first: bool = False
+) -> Step:
+    """Reserve, then fill (the store's reserved mode); a voided range is reserved anew. A
+    producer's request that its instance's memory does not vouch for (`check_first`) reads
+    the producer's state first, and reserves only if that state would accept it; one a
+    pipeline explains waits for its predecessor first."""
     t = world.table
+    checked = claim is None or not check_first
     while True:
         if t.closed:
             return
         if t.hold > world.now:
             yield "held off"
             continue
+        if not checked:
+            assert claim is not None
+            stored = t.producers.get(claim.producer_id)
+            state = None if stored is None else ProducerState(stored[0], stored[1])
+            outcome = decide_producer(state, claim).outcome
+            checked = True
+            yield "read its producer"
+            if outcome is ProducerOutcome.SEQUENCE_GAP and within_pipeline(
+                state, claim.epoch, claim.seq
+            ):
+                yield "waits for its predecessor"
+            elif outcome is not ProducerOutcome.ACCEPT:
+                return  # refused, or a duplicate: nothing reserved, nothing stored
+            continue  # the reservation is a step of its own, on the stream as it is then
         t.rsv += len(record)
         t.rn += 1
         t.rt = world.now
@@ -288,7 +309,8 @@ def explore(seed: int) -> World:
             # One producer pipelining its seqs, now and then sending one again (a retry).
             seq = index if rng.random() < 0.8 else max(0, index - 1)
             claim = ProducerClaim("p", 0, seq)
-            actors[f"w{index}"] = reserved_writer(world, record, claim)
+            check_first = rng.random() < 0.5
+            actors[f"w{index}"] = reserved_writer(world, record, claim, check_first)
         else:
             actors[f"w{index}"] = direct_writer(world, record)
     if rng.random() < 0.4:
@@ -339,5 +361,6 @@ def test_the_crash_points_explored() -> None:
     for seed in range(3000):
         stops += explore(seed).stops
     print("\nwriters stopped for good after each kind of step:", dict(stops))
-    for step in ("reserved", "filled", "read the stream", "held reservations off"):
+    steps = ("reserved", "filled", "read the stream", "held reservations off", "read its producer")
+    for step in steps:
         assert stops[step] > 0, f"no writer ever stopped after {step!r}"
