@@ -169,4 +169,10 @@ class TailWatcher:
 
     def _next_tick(self, now: float) -> float:
         """The next instant on the grid every waiter in this process wakes on."""
-        return (math.floor(now / self.poll_interval) + 1) * self.poll_interval
+        return next_tick(now, self.poll_interval)
+
+
+def next_tick(now: float, interval: float) -> float:
+    """The next instant after `now` on a grid of `interval` seconds, the same for every caller
+    in this process (so that callers waking on it share what they do then)."""
+    return (math.floor(now / interval) + 1) * interval

@@ -52,7 +52,7 @@ from . import responses as r
 from .bodies import read_within
 from .disconnect import CLIENT_GONE, unless_client_leaves
 from .envelope import SSE_CONTROL_ALLOWANCE, fit_read
-from .live import SharedReads, TailWatcher
+from .live import SharedReads, TailWatcher, next_tick
 from .offload import offload, run_here
 from .requests import (
     ReadRequest,
@@ -72,6 +72,8 @@ logger = logging.getLogger("dsaws")
 # A read at an offset whose range is still pending waits this long at most: beyond the bound
 # after which a dead writer's range is voided (`core.storage._ranges`).
 PENDING_WAIT_SECONDS = 3.0
+# How soon such a read first looks again (`StreamEndpoints._until_readable`).
+PENDING_FIRST_LOOK_SECONDS = 0.01
 
 
 class ChangeListener(Protocol):
@@ -322,15 +324,18 @@ class StreamEndpoints:
 
     async def _until_readable(self, path: str, position: int) -> StreamInfo | None:
         """The stream once its readable data reaches `position`, which ranges still pending
-        hold back (checks shared with the other readers of the stream, soon after each other
-        at first); `StoreUnavailable` if that takes longer than a dead writer's range takes
-        to be voided."""
+        hold back; `StoreUnavailable` if that takes longer than a dead writer's range takes
+        to be voided. It looks again on a grid of instants shared by every reader waiting at
+        the stream in this process, so that they share each look (one consistent read, plus
+        a Query while ranges are pending): 10 ms apart at first (the range is usually being
+        filled at that moment), then twice as far each time, up to the live poll interval."""
         deadline = time.monotonic() + PENDING_WAIT_SECONDS
-        pause = 0.005
+        interval = PENDING_FIRST_LOOK_SECONDS
         while True:
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, self.live.poll_interval)
-            info = await self.watcher.checks.get(path, not_before=time.monotonic())
+            tick = next_tick(time.monotonic(), interval)
+            await asyncio.sleep(tick - time.monotonic())
+            interval = min(interval * 2, self.live.poll_interval)
+            info = await self.watcher.checks.get(path, not_before=tick)
             if info is None or info.soft_deleted or info.tail >= position:
                 return info
             if time.monotonic() > deadline:

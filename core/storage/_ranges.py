@@ -62,7 +62,12 @@ class Gap:
 class Resolution:
     readable: int  # committed data (or voids) runs without a break up to here
     readable_number: int  # the number of the last range below `readable`
-    gap: Gap | None  # the first pending ranges, if any
+    gaps: tuple[Gap, ...] = ()  # every run of pending ranges up to the reserved end, in order
+
+    @property
+    def gap(self) -> Gap | None:
+        """The first pending ranges, where readable data ends (None: nothing pending)."""
+        return self.gaps[0] if self.gaps else None
 
 
 def resolve(
@@ -77,9 +82,29 @@ def resolve(
     or below it, such as chunks a segment replaced, or a void inside a larger void, are passed
     over). The first item beyond is past a gap of pending ranges, whose numbers are those
     between the readable end's and that item's (ranges are numbered in the order of their
-    offsets); with no item beyond, the newest ranges up to the reserved end are pending."""
-    position, number = published, published_number
+    offsets); with no item beyond, the newest ranges up to the reserved end are pending. The
+    same from that item on finds the gaps after the first, so that each is known (and its
+    writer's time runs) from when it is first seen, not once the gaps below it are settled."""
     ahead = sorted(placed, key=lambda p: (p.start, p.end))
+    readable, readable_number = _run_from(published, published_number, ahead)
+    gaps: list[Gap] = []
+    position, number = readable, readable_number
+    while True:
+        beyond = [item for item in ahead if item.start > position]
+        if not beyond:
+            break
+        following = beyond[0]
+        numbers = tuple(range(number + 1, following.lowest))
+        gaps.append(Gap(position, following.start, numbers))
+        position, number = _run_from(following.start, following.lowest - 1, ahead)
+    if position < reserved:
+        gaps.append(Gap(position, reserved, tuple(range(number + 1, reserved_number + 1))))
+    return Resolution(readable, readable_number, tuple(gaps))
+
+
+def _run_from(position: int, number: int, ahead: list[Placed]) -> tuple[int, int]:
+    """Where the items that start at or before `position` and reach past it, one after the
+    other, end; and the highest range number among them (at least `number`)."""
     progressed = True
     while progressed:
         progressed = False
@@ -87,15 +112,7 @@ def resolve(
             if item.start <= position < item.end:
                 position, number = item.end, max(number, item.number)
                 progressed = True
-    beyond = [item for item in ahead if item.start > position]
-    if beyond:
-        following = min(beyond, key=lambda p: (p.start, p.end))
-        numbers = tuple(range(number + 1, following.lowest))
-        return Resolution(position, number, Gap(position, following.start, numbers))
-    if position < reserved:
-        numbers = tuple(range(number + 1, reserved_number + 1))
-        return Resolution(position, number, Gap(position, reserved, numbers))
-    return Resolution(position, number, None)
+    return position, number
 
 
 def void_due(first_seen: float, last_reserved_at: float, now: float, after: float) -> bool:

@@ -71,7 +71,7 @@ class Settler:
                 self._placed(info),
             )
             gap = resolution.gap
-            if gap is None or not write or not self._void_due(info, gap):
+            if gap is None or not write or not self._void_due(info, resolution.gaps):
                 break
             if not self.void(info, gap):
                 break
@@ -97,15 +97,22 @@ class Settler:
             for item in each_item(self.dynamodb.query, request)
         ]
 
-    def _void_due(self, info: StreamInfo, gap: Gap) -> bool:
-        key = (info.incarnation, gap.start, gap.numbers[0] if gap.numbers else 0)
+    def _void_due(self, info: StreamInfo, gaps: tuple[Gap, ...]) -> bool:
+        """Whether the first gap may be voided now. Every gap seen is remembered from the
+        first time it is seen here, so that one whose writer died behind another dead range
+        is due as soon as that one is voided, not a bound later."""
         now = self.clock()
         with self._lock:
-            first_seen = self._first_seen.setdefault(key, now)
-            self._first_seen.move_to_end(key)
+            seen = [self._seen(info, gap, now) for gap in gaps]
             while len(self._first_seen) > _GAPS_REMEMBERED:
                 self._first_seen.popitem(last=False)
-        return void_due(first_seen, info.reserved_at, now, self.void_after)
+        return void_due(seen[0], info.reserved_at, now, self.void_after)
+
+    def _seen(self, info: StreamInfo, gap: Gap, now: float) -> float:
+        key = (info.incarnation, gap.start, gap.numbers[0] if gap.numbers else 0)
+        first_seen = self._first_seen.setdefault(key, now)
+        self._first_seen.move_to_end(key)
+        return first_seen
 
     def void(self, info: StreamInfo, gap: Gap) -> bool:
         """Claim every range of the gap void, then lay the void chunk over its bytes; False

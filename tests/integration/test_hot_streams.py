@@ -10,11 +10,14 @@ import time
 from typing import Any
 
 import pytest
+from starlette.testclient import TestClient
 from support import store_on
 
 from benchmarks.aws_calls import CallMeter
+from durable_streams_aws.core.app import create_app
 from durable_streams_aws.core.protocol.append import AppendIntent, Verdict
 from durable_streams_aws.core.protocol.headers import ProducerClaim
+from durable_streams_aws.core.protocol.offsets import format_offset
 from durable_streams_aws.core.runtime import Backend
 from durable_streams_aws.core.storage import CreateSpec, DynamoStore, ForkRequest, Payload, Sealer
 from durable_streams_aws.core.storage import _items as items
@@ -153,6 +156,42 @@ def test_a_range_whose_writer_died_holds_readers_until_it_is_voided(backend: Bac
 
 def _body(store: DynamoStore, info: Any) -> Any:
     return store.chunks.body_for(info.incarnation, Payload(b"lost;"), None)
+
+
+def test_dead_ranges_behind_one_another_are_voided_together(backend: Backend) -> None:
+    """Two writers died between reserving and filling, with a live writer's ranges between and
+    after theirs: a reader that saw both gaps voids both once the bound has passed since it
+    first saw them, not one bound after the other (security review 3, F5: k dead ranges held
+    readers k times the bound). The stores' clock is moved by hand; the reads are over HTTP."""
+    now = [time.time()]
+
+    def clock() -> float:
+        return now[0]
+
+    writer, live, reader = (store_on(backend, void_after=VOID_AFTER, clock=clock) for _ in "wlr")
+    writer.create("s", CreateSpec(TEXT, payload=Payload(b"first;")))
+    live.recent.mark_hot("s")
+    _reserve_and_die(writer, "s", b"lost-1;")
+    assert live.append("s", *plain(b"two;")).decision.verdict is Verdict.COMMIT
+    _reserve_and_die(writer, "s", b"lost-2;")
+    assert live.append("s", *plain(b"four;")).decision.verdict is Verdict.COMMIT
+    with TestClient(create_app(backend.settings, reader)) as client:
+        url = "/v1/stream/s"
+        seen = client.head(url).headers["stream-next-offset"]
+        assert seen == format_offset(len(b"first;"))  # both gaps seen, neither due yet
+        now[0] += VOID_AFTER / 2
+        live.append("s", *plain(b"five;"))  # the stream stays busy: writers keep reserving
+        now[0] += VOID_AFTER / 2 + 0.01
+        last = live.append("s", *plain(b"six;"))
+        assert last.info is not None
+        tail = client.head(url).headers["stream-next-offset"]  # both voided by its one look
+        assert tail == format_offset(last.info.tail)
+        data, offset = b"", "-1"
+        while offset != tail:  # a response ends where a void begins; the next passes over it
+            read = client.get(url, params={"offset": offset})
+            assert read.status_code == 200
+            data, offset = data + read.content, read.headers["stream-next-offset"]
+        assert data == b"first;two;four;five;six;"
 
 
 def test_a_close_comes_after_every_acknowledged_append_and_before_none(backend: Backend) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support import store_on
 
 from benchmarks.aws_calls import CallMeter
 from durable_streams_aws.core.app import create_app
@@ -17,11 +18,15 @@ from durable_streams_aws.core.http import live
 from durable_streams_aws.core.http.live import SharedTailChecks, TailWatcher
 from durable_streams_aws.core.http.wakeups import Wakeups
 from durable_streams_aws.core.protocol.append import AppendIntent
+from durable_streams_aws.core.protocol.offsets import format_offset
 from durable_streams_aws.core.runtime import Backend
 from durable_streams_aws.core.storage import CreateSpec, Payload
 
 INTERVAL = 0.2
 BUDGET = 1.0
+# A poll interval whose grid ticks (multiples of it on the monotonic clock) are days apart, so
+# that none falls inside a test; with 10 s, one fell in one run of some thirty.
+NO_POLL = 1e6
 
 
 async def _wait_all(watcher: TailWatcher, path: str, position: int, waiters: int) -> list:
@@ -51,7 +56,7 @@ def test_an_append_wakes_every_waiter_with_one_shared_check(backend: Backend) ->
     store = backend.store
     store.create("s", CreateSpec("text/plain"))
     wakeups = Wakeups()
-    watcher = TailWatcher(store, wakeups, 10.0)  # no poll falls inside this test
+    watcher = TailWatcher(store, wakeups, NO_POLL)
     meter = CallMeter()
     meter.attach(backend.dynamodb)
 
@@ -76,7 +81,7 @@ def test_an_append_notified_before_the_waiter_listened_still_wakes_it(backend: B
     store = backend.store
     store.create("s", CreateSpec("text/plain"))
     wakeups = Wakeups()
-    watcher = TailWatcher(store, wakeups, 10.0)  # a missed wake-up would wait 10 s
+    watcher = TailWatcher(store, wakeups, NO_POLL)  # a missed wake-up would wait for good
     meter = CallMeter()
     meter.attach(backend.dynamodb)
 
@@ -99,7 +104,7 @@ def test_a_notification_already_seen_does_not_wake_a_waiter_again(backend: Backe
     store = backend.store
     store.create("s", CreateSpec("text/plain"))
     wakeups = Wakeups()
-    watcher = TailWatcher(store, wakeups, 10.0)
+    watcher = TailWatcher(store, wakeups, NO_POLL)
     wakeups.notify("s")
     meter = CallMeter()
     meter.attach(backend.dynamodb)
@@ -115,9 +120,12 @@ def test_a_notification_already_seen_does_not_wake_a_waiter_again(backend: Backe
 # in bounded-window mode (as under Lambda): it ends after its data event, so each answer is
 # whole.
 LIVE_MODES = {
-    "long-poll": ({"long_poll_timeout": 900, "poll_interval": 600}, lambda a: a.content == b"new"),
+    "long-poll": (
+        {"long_poll_timeout": 900, "poll_interval": NO_POLL},
+        lambda a: a.content == b"new",
+    ),
     "sse": (
-        {"sse_mode": "window", "sse_window": 900, "poll_interval": 600},
+        {"sse_mode": "window", "sse_window": 900, "poll_interval": NO_POLL},
         lambda a: "data:new" in a.text,
     ),
 }
@@ -344,3 +352,44 @@ def test_a_change_notified_while_a_check_is_in_flight_is_seen_at_once() -> None:
     info, after = asyncio.run(scenario())
     assert info.tail == 3
     assert after < 1.0
+
+
+def test_readers_waiting_at_a_pending_offset_share_their_looks(backend: Backend) -> None:
+    """20 reads at an offset above a range whose writer died wait until it is voided (0.4 s
+    here), looking at the stream on a grid shared by every waiter: about one look (a
+    consistent read and a Query) per tick in all, not one per reader per tick (security
+    review 3, F4: 30 readers cost 859 calls in 2.2 s)."""
+    writer, other, reader = (store_on(backend, void_after=0.4) for _ in range(3))
+    writer.create("s", CreateSpec("text/plain", payload=Payload(b"first;")))
+    before = writer.get("s")
+    assert before is not None
+    dead = writer.appender._reserve(before, len(b"lost;"))  # reserved; its writer died
+    other.recent.mark_hot("s")
+    after = other.append("s", AppendIntent("text/plain", True, False), Payload(b"after;"))
+    assert after.info is not None
+    app = create_app(backend.settings, reader)
+    meter = CallMeter()
+    meter.attach(backend.dynamodb)
+
+    async def scenario() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
+            offset = format_offset(dead.reserved_end)  # where the dead range ends
+            return await asyncio.gather(
+                *(client.get("/v1/stream/s", params={"offset": offset}) for _ in range(20))
+            )
+
+    started = time.monotonic()
+    answers = asyncio.run(scenario())
+    elapsed = time.monotonic() - started
+    looks = meter.calls["GetItem"] + meter.calls["Query"]
+    print(f"\n20 readers at a dead range, {elapsed:.2f} s: {looks} GetItem and Query")
+    assert [answer.content for answer in answers] == [b"after;"] * 20
+    # Ticks at 10, 30, 70, 150, 310 ms, then every poll interval: about 7 until it is voided
+    # (69 calls in all here; 166 when each reader looked on its own). Each reader's own first
+    # look (it must see what was acknowledged before it arrived) and its read come on top.
+    ticks = 6 + elapsed / backend.settings.poll_interval
+    assert looks <= 2 * ticks + 4 * 20
+    # The dead range is voided by one look (8 voided it when each reader looked on its own;
+    # a reader that arrived late may meet it due in its own first look).
+    assert meter.calls["TransactWriteItems"] <= 2

@@ -71,9 +71,9 @@ class Table:
             if above < end <= upto
         ]
 
-    def resolution(self) -> tuple[int, int, object]:
+    def resolution(self) -> tuple[int, int, tuple[Gap, ...]]:
         r = resolve(self.tail, self.tn, self.rsv, self.rn, self.placed(self.tail, self.rsv))
-        return r.readable, r.readable_number, r.gap
+        return r.readable, r.readable_number, r.gaps
 
     def readable_bytes(self) -> dict[int, int]:
         """Offset -> byte of everything readable (voids hold none)."""
@@ -173,18 +173,22 @@ def settle(world: World, publish: bool, seen: dict[tuple[int, int], float]) -> S
     """A reader's settling: look above the published tail, void a gap seen for long enough
     (all its claims at once, then the void chunk), publish."""
     t = world.table
-    readable, number, gap = t.resolution()
+    readable, number, gaps = t.resolution()
     yield "looked above the tail"
-    if gap is not None:
-        first_seen = seen.setdefault((gap.start, gap.numbers[0] if gap.numbers else 0), world.now)
-        if void_due(first_seen, t.rt, world.now, VOID_AFTER) and _may_void(t, gap):
+    if gaps:
+        gap = gaps[0]
+        # Every gap's time runs from when it is first seen, the ones above the first too.
+        since = [
+            seen.setdefault((g.start, g.numbers[0] if g.numbers else 0), world.now) for g in gaps
+        ]
+        if void_due(since[0], t.rt, world.now, VOID_AFTER) and _may_void(t, gap):
             for k in gap.numbers:
                 t.claims[k] = ("void", world.now)
             first = gap.numbers[0] if gap.numbers else number
             last = gap.numbers[-1] if gap.numbers else number
             t.chunks.setdefault(gap.end, Chunk(gap.start, last, None, first))
             yield "voided a gap"
-            readable, number, gap = t.resolution()
+            readable, number, gaps = t.resolution()
             yield "looked again"
     if publish and readable > t.tail:
         t.tail, t.tn = readable, number

@@ -44,7 +44,7 @@ def test_items_at_or_below_the_published_tail_are_passed_over() -> None:
 def test_readable_is_the_longest_filled_prefix_of_any_history(seed: int) -> None:
     """Random reservations, each filled, voided or pending: the readable end is the end of
     the longest run from the published tail made only of filled or voided ranges, and the
-    gap lists exactly the ranges up to the next resolved one."""
+    gap lists exactly the ranges up to the next resolved one; so does every gap after it."""
     rng = random.Random(seed)
     lengths = [rng.randint(1, 9) for _ in range(rng.randint(1, 12))]
     bounds = [0, *itertools.accumulate(lengths)]
@@ -83,6 +83,16 @@ def test_readable_is_the_longest_filled_prefix_of_any_history(seed: int) -> None
         assert resolution.gap.start == bounds[first_pending]
         assert resolution.gap.numbers == tuple(range(first_pending + 1, next_resolved + 1))
         assert resolution.gap.end == bounds[next_resolved]
+    # Every run of pending ranges is a gap, in order, the ones above the first too.
+    runs = [
+        list(group)
+        for pending, group in itertools.groupby(
+            range(published_at, len(lengths)), key=lambda i: state[i] == "pending"
+        )
+        if pending
+    ]
+    expected = [Gap(bounds[run[0]], bounds[run[-1] + 1], tuple(i + 1 for i in run)) for run in runs]
+    assert list(resolution.gaps) == expected
 
 
 def test_a_gap_is_voided_once_seen_long_enough_or_once_nothing_was_reserved_lately() -> None:
