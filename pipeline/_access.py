@@ -37,7 +37,11 @@ from durable_streams_aws.core.storage import ReadBatch, Snapshot, StreamInfo
 
 from ._plan import BEGINNING, FIRST, Origin, StreamSlice, StreamState, position, rank
 from ._responses import response_messages
-from ._rows import SnapshotRead
+from ._rows import LinedRead, Read, SnapshotRead
+
+# How a body laid out a message per line begins (`jsonmode.join_lines`); no other JSON body
+# does, since stored messages never begin with whitespace.
+JSON_LINES_START = b"[\n"
 
 # How much one direct read asks the store for (the store's reads are a DynamoDB query page
 # plus ranged S3 GETs, so larger reads mean fewer calls).
@@ -49,7 +53,7 @@ class Access(Protocol):
 
     def state(self, stream: str) -> StreamState | None: ...
 
-    def read(self, piece: StreamSlice) -> Iterator[ReadBatch | SnapshotRead]: ...
+    def read(self, piece: StreamSlice) -> Iterator[Read]: ...
 
     def split(self, piece: StreamSlice, every: int) -> list[StreamSlice]: ...
 
@@ -82,7 +86,7 @@ class HttpAccess:
         earliest = info.earliest_offset.token if info.earliest_offset is not None else None
         return StreamState(info.next_offset.token, info.content_type, earliest)
 
-    def read(self, piece: StreamSlice) -> Iterator[ReadBatch | SnapshotRead]:
+    def read(self, piece: StreamSlice) -> Iterator[Read]:
         json_stream = is_json(piece.content_type)
         # "-1" would read a stream compacted since planning from its snapshot, unannounced:
         # its first offset answers 410 then, which the read handles as any other loss.
@@ -100,7 +104,9 @@ class HttpAccess:
                     yield from _after_snapshot(batch.offset.token, batch.data, end, piece.stream)
                     continue
                 start = begun.at
-                if json_stream:
+                if json_stream and batch.data.startswith(JSON_LINES_START):
+                    yield LinedRead(start, end, batch.data)  # split where its rows are made
+                elif json_stream:
                     messages = tuple(response_messages(batch.data))
                     yield ReadBatch(start, end, messages=messages)
                 else:

@@ -52,26 +52,27 @@ def arrow_parsable(data_type: DataType) -> bool:
     return isinstance(data_type, _NATIVE)
 
 
-def parse_values(
-    messages: Sequence[bytes], value_type: StructType, arrow_type: pa.StructType
-) -> pa.Array:
-    """The messages parsed into `value_type` (whose Arrow type Spark takes is `arrow_type`)."""
-    parsed = parse_natively(messages, value_type, arrow_type)
-    return parsed if parsed is not None else parse_in_python(messages, value_type, arrow_type)
+def parse_values(raw: pa.Array, value_type: StructType, arrow_type: pa.StructType) -> pa.Array:
+    """The messages (a binary array) parsed into `value_type` (whose Arrow type Spark takes is
+    `arrow_type`)."""
+    parsed = parse_natively(raw, value_type, arrow_type)
+    if parsed is not None:
+        return parsed
+    return parse_in_python(raw.to_pylist(), value_type, arrow_type)
 
 
 def parse_natively(
-    messages: Sequence[bytes], value_type: StructType, arrow_type: pa.StructType
+    raw: pa.Array, value_type: StructType, arrow_type: pa.StructType
 ) -> pa.Array | None:
     """Arrow's parse of the messages, or None where it could differ from `conform`'s."""
-    if not messages or not arrow_parsable(value_type):
+    if not len(raw) or not arrow_parsable(value_type):
         return None
-    raw = pa.array(messages, pa.binary())
     if not pc.all(pc.starts_with(raw, pattern="{")).as_py():
         return None
-    data = b"\n".join(messages)
-    if data.count(b"\n") != len(messages) - 1 or b"\r" in data:  # pretty-printed messages
-        data = b"\n".join(m.replace(b"\n", b" ").replace(b"\r", b" ") for m in messages)
+    whole = pa.ListArray.from_arrays(pa.array([0, len(raw)], pa.int32()), raw)
+    data = pc.binary_join(whole, b"\n")[0].as_py()
+    if data.count(b"\n") != len(raw) - 1 or b"\r" in data:  # pretty-printed messages
+        data = b"\n".join(m.replace(b"\n", b" ").replace(b"\r", b" ") for m in raw.to_pylist())
     options = pa_json.ParseOptions(
         explicit_schema=pa.schema(list(arrow_type)), unexpected_field_behavior="ignore"
     )
@@ -83,7 +84,7 @@ def parse_natively(
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    if table.num_rows != len(messages):
+    if table.num_rows != len(raw):
         return None
     fields = [table.column(field.name).combine_chunks() for field in arrow_type]
     values = pa.StructArray.from_arrays(fields, fields=list(arrow_type))

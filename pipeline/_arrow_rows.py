@@ -4,8 +4,6 @@ or text stream), built column by column. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
@@ -14,7 +12,8 @@ from durable_streams_aws.core.protocol.offsets import MAX_POSITION, format_offse
 from durable_streams_aws.core.storage import ReadBatch
 
 from ._arrow_json import parse_values
-from ._rows import SCHEMA_FIELDS, VALUE_FIELD, SnapshotRead
+from ._responses import response_messages
+from ._rows import SCHEMA_FIELDS, VALUE_FIELD, LinedRead, Read, SnapshotRead
 
 _DIGITS = len(str(MAX_POSITION))
 _PREFIX = format_offset(0)[:-_DIGITS]  # the reserved first part, and its separator
@@ -41,45 +40,61 @@ def arrow_schema(as_text: bool, value_type: StructType | None) -> pa.Schema:
 def record_batch(
     stream: str,
     content_type: str,
-    batch: ReadBatch | SnapshotRead,
+    batch: Read,
     schema: pa.Schema,
     value_type: StructType | None = None,
 ) -> pa.RecordBatch | None:
     """One batch's rows (None: it has none), in `schema` (from `arrow_schema`)."""
-    messages: Sequence[bytes]
-    if isinstance(batch, SnapshotRead):
-        messages = batch.messages
-    elif batch.messages is None:
-        messages = [batch.data] if batch.data else []
-    else:
-        messages = batch.messages
-        if not messages and batch.start != batch.end:
-            raise ValueError(f"{stream}: messages end at {batch.start}, the read at {batch.end}")
-    if not messages:
+    message = _messages(stream, batch)
+    count = len(message)
+    if not count:
         return None
-    count = len(messages)
-    message = pa.array(messages, pa.binary())
     if isinstance(batch, SnapshotRead):
         offsets = pa.repeat(pa.scalar(batch.token, pa.string()), count)
-    elif batch.messages is None:
+    elif isinstance(batch, ReadBatch) and batch.messages is None:
         offsets = pa.array([format_offset(batch.end, batch.inside)], pa.string())
     else:
         offsets = message_ends(stream, batch, message)
+    column = message
     if pa.types.is_string(schema.field("message").type):
-        message = message.cast(pa.string())  # checks the text is UTF-8, as decoding did
+        column = message.cast(pa.string())  # checks the text is UTF-8, as decoding did
     columns = [
         pa.repeat(pa.scalar(stream, pa.string()), count),
         offsets,
-        message,
+        column,
         pa.repeat(pa.scalar(content_type, pa.string()), count),
     ]
     if value_type is not None:
         arrow_type = schema.field(VALUE_FIELD).type
-        columns.append(parse_values(messages, value_type, arrow_type))
+        columns.append(parse_values(message, value_type, arrow_type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def message_ends(stream: str, batch: ReadBatch, messages: pa.Array) -> pa.Array:
+def _messages(stream: str, batch: Read) -> pa.Array:
+    """The batch's rows' messages: one per JSON or snapshot message, one per read otherwise."""
+    if isinstance(batch, LinedRead):
+        return lined_messages(batch.body)
+    if isinstance(batch, SnapshotRead):
+        return pa.array(batch.messages, pa.binary())
+    if batch.messages is None:
+        return pa.array([batch.data] if batch.data else [], pa.binary())
+    if not batch.messages and batch.start != batch.end:
+        raise ValueError(f"{stream}: messages end at {batch.start}, the read at {batch.end}")
+    return pa.array(batch.messages, pa.binary())
+
+
+def lined_messages(body: bytes) -> pa.Array:
+    """The messages of a body laid out a message per line (`jsonmode.join_lines`), split by
+    Arrow at the separators between lines; where its line breaks are not only those, as
+    `response_messages` splits it."""
+    inner = pa.array([body[2:-2]], pa.binary())  # between "[\n" and "\n]"
+    messages = pc.split_pattern(inner, pattern=b",\n").values
+    if len(messages) + 1 == body.count(b"\n"):
+        return messages
+    return pa.array(response_messages(body), pa.binary())
+
+
+def message_ends(stream: str, batch: ReadBatch | LinedRead, messages: pa.Array) -> pa.Array:
     """Each JSON message's offset: the position where it ends (`format_offset`'s token)."""
     lengths = pc.binary_length(messages).cast(pa.int64())
     ends = pc.add(pc.cumulative_sum(lengths), batch.start)

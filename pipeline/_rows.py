@@ -12,6 +12,8 @@ from durable_streams_aws.core.protocol.headers import is_json, media_type
 from durable_streams_aws.core.protocol.offsets import format_offset, parse_offset
 from durable_streams_aws.core.storage import ReadBatch
 
+from ._responses import response_messages
+
 SCHEMA_FIELDS = ("stream", "offset", "message", "content_type")
 VALUE_FIELD = "value"  # the parsed message, with the `jsonSchema` option
 
@@ -48,10 +50,29 @@ class SnapshotRead:
         return sum(map(len, self.messages))
 
 
+@dataclass(frozen=True)
+class LinedRead:
+    """A JSON read response laid out a message per line (`jsonmode.join_lines`), from `start`
+    to `end`: the body as it came, split only where its rows are made (by Arrow, for Spark:
+    no Python object per message)."""
+
+    start: int
+    end: int
+    body: bytes
+
+    @property
+    def messages(self) -> tuple[bytes, ...]:
+        return tuple(response_messages(self.body))
+
+
+# What a partition's read yields: the store's batches, and over HTTP a JSON body kept whole.
+Read = ReadBatch | LinedRead | SnapshotRead
+
+
 def rows(
     stream: str,
     content_type: str,
-    batch: ReadBatch | SnapshotRead,
+    batch: Read,
     as_text: bool,
     parse: Callable[[bytes], Any] | None = None,
 ) -> Iterator[tuple]:
@@ -65,13 +86,15 @@ def rows(
             row = (stream, batch.token, message, content_type)
             yield row if parse is None else (*row, parse(raw))
         return
-    if batch.messages is None:
+    messages = batch.messages
+    if messages is None:
+        assert isinstance(batch, ReadBatch)
         if batch.data:
             message = batch.data.decode() if as_text else batch.data
             yield (stream, format_offset(batch.end, batch.inside), message, content_type)
         return
     at = batch.start
-    for raw in batch.messages:
+    for raw in messages:
         at += len(raw)
         message = raw.decode() if as_text else raw
         row = (stream, format_offset(at), message, content_type)

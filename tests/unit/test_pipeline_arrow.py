@@ -32,16 +32,30 @@ from pyspark.sql.types import (  # noqa: E402
     StructType,
 )
 
+from durable_streams_aws.core.protocol.jsonmode import join_lines  # noqa: E402
 from durable_streams_aws.core.storage import ReadBatch  # noqa: E402
-from durable_streams_aws.pipeline._arrow_json import (  # noqa: E402
-    arrow_parsable,
-    parse_in_python,
-    parse_natively,
-    parse_values,
+from durable_streams_aws.pipeline import _arrow_json  # noqa: E402
+from durable_streams_aws.pipeline._arrow_json import arrow_parsable, parse_in_python  # noqa: E402
+from durable_streams_aws.pipeline._arrow_rows import (  # noqa: E402
+    arrow_schema,
+    lined_messages,
+    record_batch,
+    row_type,
 )
-from durable_streams_aws.pipeline._arrow_rows import arrow_schema, record_batch, row_type  # noqa: E402
 from durable_streams_aws.pipeline._json_values import parser  # noqa: E402
-from durable_streams_aws.pipeline._rows import SnapshotRead, rows  # noqa: E402
+from durable_streams_aws.pipeline._responses import response_messages  # noqa: E402
+from durable_streams_aws.pipeline._rows import LinedRead, Read, SnapshotRead, rows  # noqa: E402
+
+
+def parse_values(messages: list[bytes], value_type: StructType, arrow: pa.StructType) -> pa.Array:
+    return _arrow_json.parse_values(pa.array(messages, pa.binary()), value_type, arrow)
+
+
+def parse_natively(
+    messages: list[bytes], value_type: StructType, arrow: pa.StructType
+) -> pa.Array | None:
+    return _arrow_json.parse_natively(pa.array(messages, pa.binary()), value_type, arrow)
+
 
 INNER = StructType([StructField("x", LongType()), StructField("s", StringType())])
 NATIVE = StructType(
@@ -259,8 +273,10 @@ def test_record_batches_hold_the_rows(as_text: bool, value_type: StructType | No
     rng = random.Random(3)
     messages = tuple(encoded(fitting(NATIVE, rng), rng) for _ in range(30))
     start = 10**12
-    reads: list[ReadBatch | SnapshotRead] = [
-        ReadBatch(start, start + sum(map(len, messages)), messages=messages),
+    end = start + sum(map(len, messages))
+    reads: list[Read] = [
+        ReadBatch(start, end, messages=messages),
+        LinedRead(start, end, join_lines(list(messages))),  # split by Arrow
         ReadBatch(5, 5, messages=()),
         SnapshotRead("0000000000000000_0000000000000420_s", messages[:3]),
     ]
@@ -275,6 +291,22 @@ def test_record_batches_hold_the_rows(as_text: bool, value_type: StructType | No
         assert built is not None and built.schema.equals(schema)
         expected = spark_rows(found, as_text, value_type)
         assert normalized(built.to_pylist()) == normalized(expected.to_pylist())
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_arrow_splits_a_body_laid_out_a_message_per_line_as_the_server_made_it(seed: int) -> None:
+    rng = random.Random(seed)
+    pieces = [b"{", b"}", b"[", b"]", b",", b'"', b"\\", b" ", b"x", "é".encode(), b"\r"]
+    messages = [
+        b'"' + b"".join(rng.choice(pieces) for _ in range(rng.randrange(0, 12))) + b'"'
+        for _ in range(rng.randrange(1, 40))
+    ]
+    body = join_lines(messages)
+    assert lined_messages(body).to_pylist() == response_messages(body) == messages
+    # A message holding a line break keeps the usual layout; a body that only begins like
+    # the line layout is split as any other.
+    broken = b'[\n{"a":\n 1},\n2\n]'
+    assert lined_messages(broken).to_pylist() == response_messages(broken) == [b'{"a":\n 1}', b"2"]
 
 
 def test_a_byte_stream_read_is_one_row_and_names_a_cut_inside_an_append() -> None:
