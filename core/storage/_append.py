@@ -162,8 +162,9 @@ class Appender:
         if claim is None:
             return _answer(self._append(path, intent, payload, self._attempt(path, intent)))
         self.order.enter(path, claim.producer_id, claim.epoch, claim.seq, self.store.write_deadline)
-        attempt, outcome = self._attempt(path, intent), None
+        outcome = None
         try:
+            attempt = self._attempt(path, intent)
             while True:
                 step = self._append(path, intent, payload, attempt)
                 if isinstance(step, AppendOutcome):
@@ -191,8 +192,22 @@ class Appender:
             return _answer(step)
         timeout = self.store.write_deadline
         await self.order.enter_async(path, claim.producer_id, claim.epoch, claim.seq, timeout)
-        attempt, outcome = self._attempt(path, intent), None
+        # Once counted in flight, it runs to its answer even if the caller is cancelled: its
+        # store calls go on in a thread, and it leaves the order only when they are done.
+        turn = asyncio.ensure_future(self._in_turn(path, intent, payload, claim, run))
+        return await asyncio.shield(turn)
+
+    async def _in_turn(
+        self,
+        path: str,
+        intent: AppendIntent,
+        payload: Payload,
+        claim: ProducerClaim,
+        run: Callable[..., Awaitable[Any]],
+    ) -> AppendOutcome:
+        outcome = None
         try:
+            attempt = self._attempt(path, intent)
             while True:
                 step = await run(self._append, path, intent, payload, attempt)
                 if isinstance(step, AppendOutcome):
@@ -785,6 +800,12 @@ def _write_state(info: StreamInfo, producer: ProducerState | None) -> WriteState
     )
 
 
+# Refusals decided by the producer's state, not the stream's.
+_PRODUCER_VERDICTS = frozenset(
+    {Verdict.DUPLICATE, Verdict.STALE_EPOCH, Verdict.EPOCH_NOT_AT_ZERO, Verdict.SEQUENCE_GAP}
+)
+
+
 def _pipelined(stored: ProducerState | None, claim: ProducerClaim | None) -> bool:
     """Whether a request refused for a gap is one a pipelining producer sends ahead of its
     predecessors (worth waiting for them), not one no pipeline explains."""
@@ -794,11 +815,14 @@ def _pipelined(stored: ProducerState | None, claim: ProducerClaim | None) -> boo
 def _refusal(
     info: StreamInfo, decision: AppendDecision, producer_item: dict[str, Any] | None
 ) -> AppendOutcome:
-    """A producer request refused on its producer's stored state; a duplicate is answered
-    with where the producer's stored data ends, which is readable."""
+    """A producer request refused on the stream's and its producer's stored state. One the
+    producer's state refuses (a duplicate, a gap, an older epoch) is answered with where the
+    producer's stored data ends, which is readable; one the stream refuses (closed, another
+    content type), with the stream's tail."""
     reported = decision.producer.state if decision.producer else None
+    by_producer = decision.verdict in _PRODUCER_VERDICTS
     stored_end = int(producer_item["pe"]["N"]) if producer_item and "pe" in producer_item else None
-    tail = info.tail if stored_end is None else stored_end
+    tail = stored_end if by_producer and stored_end is not None else info.tail
     return AppendOutcome(Presence.FOUND, decision, replace(info, tail=tail), reported)
 
 
@@ -813,10 +837,19 @@ def _predecessor_pauses() -> Iterator[float]:
 
 
 def _stored(outcome: AppendOutcome | None) -> ProducerState | None:
-    """The producer's state an answered request found or left stored (None: not known)."""
+    """The producer's state an answered request found or left stored (None: not known). A
+    request the stream refused (closed, another content type) whose producer part would have
+    been accepted stored nothing: its decision's state is only what it would have stored."""
     if outcome is None or outcome.decision is None or outcome.decision.producer is None:
         return None
-    return outcome.producer
+    decision = outcome.decision
+    assert decision.producer is not None
+    if (
+        decision.verdict is Verdict.COMMIT
+        or decision.producer.outcome is not ProducerOutcome.ACCEPT
+    ):
+        return outcome.producer
+    return None
 
 
 def _answer(step: AppendOutcome | _AwaitPredecessor) -> AppendOutcome:

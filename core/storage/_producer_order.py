@@ -50,14 +50,19 @@ class ProducerOrder:
         self._listeners: dict[_Key, set[Callable[[], None]]] = {}
 
     def vouches(self, path: str, producer_id: str, epoch: int, seq: int) -> bool:
-        """Whether what this process last saw stored for the producer makes the request one a
-        pipelining producer sends (`within_pipeline`); for a producer it has not seen, only
-        its first request (seq 0)."""
+        """Whether what this process last saw stored for the producer makes the request the
+        one it expects next: the seq after the last it saw stored, seq 0 of a later epoch, or
+        for a producer it has not seen, its first request (seq 0). Requests that overtook
+        their predecessors here have waited for them (`enter`), so in one process a pipeline's
+        requests are vouched for as they come; any other is worth a read of the producer's
+        state before it reserves anything."""
         with self._changed:
             last = self._last.get((path, producer_id))
         if last is None:
             return seq == 0
-        return within_pipeline(last, epoch, seq)
+        if last.epoch != epoch:
+            return epoch > last.epoch and seq == 0
+        return seq == last.last_seq + 1
 
     def enter(self, path: str, producer_id: str, epoch: int, seq: int, timeout: float) -> None:
         """Wait on this thread for the request's turn (`admit`), then count it in flight."""

@@ -43,18 +43,19 @@ def test_within_pipeline(
     assert within_pipeline(stored, epoch, seq) is expected
 
 
-def test_memory_vouches_for_first_requests_and_what_follows_what_it_saw_stored() -> None:
+def test_memory_vouches_for_first_requests_and_the_next_after_what_it_saw_stored() -> None:
     order = ProducerOrder()
     assert order.vouches("s", "p", 0, 0)
     assert not order.vouches("s", "p", 0, 1)  # it does not know where this producer is
     order.enter("s", "p", 0, 0, timeout=1)
     order.leave("s", "p", 0, 0, ProducerState(0, 0))
-    assert order.vouches("s", "p", 0, 1) and order.vouches("s", "p", 0, 1 + PIPELINE_DEPTH)
-    assert not order.vouches("s", "p", 0, 2 + PIPELINE_DEPTH)
+    assert order.vouches("s", "p", 0, 1) and order.vouches("s", "p", 1, 0)
+    assert not order.vouches("s", "p", 0, 2)  # its predecessor has not been seen stored
+    assert not order.vouches("s", "p", 0, 0) and not order.vouches("s", "p", 1, 1)
     assert not order.vouches("s", "q", 0, 1)  # another producer
     assert not order.vouches("t", "p", 0, 1)  # another stream
     order.learn("s", "p", ProducerState(0, 40))  # found stored by a refusal
-    assert order.vouches("s", "p", 0, 41 + PIPELINE_DEPTH)
+    assert order.vouches("s", "p", 0, 41)
     order.learn("s", "p", ProducerState(0, 3))  # older than known: kept as it was
     assert not order.vouches("s", "p", 0, 4)
 
