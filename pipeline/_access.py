@@ -31,17 +31,13 @@ from durable_streams_aws.core.protocol.headers import (
     STREAM_JSON_LAYOUT,
     is_json,
 )
-from durable_streams_aws.core.protocol.jsonmode import split_messages
+from durable_streams_aws.core.protocol.jsonmode import LINES_OPEN, split_messages
 from durable_streams_aws.core.protocol.offsets import format_offset, parse_offset
 from durable_streams_aws.core.storage import ReadBatch, Snapshot, StreamInfo
 
 from ._plan import BEGINNING, FIRST, Origin, StreamSlice, StreamState, position, rank
 from ._responses import response_messages
 from ._rows import LinedRead, Read, SnapshotRead
-
-# How a body laid out a message per line begins (`jsonmode.join_lines`); no other JSON body
-# does, since stored messages never begin with whitespace.
-JSON_LINES_START = b"[\n"
 
 # How much one direct read asks the store for (the store's reads are a DynamoDB query page
 # plus ranged S3 GETs, so larger reads mean fewer calls).
@@ -104,8 +100,10 @@ class HttpAccess:
                     yield from _after_snapshot(batch.offset.token, batch.data, end, piece.stream)
                     continue
                 start = begun.at
-                if json_stream and batch.data.startswith(JSON_LINES_START):
-                    yield LinedRead(start, end, batch.data)  # split where its rows are made
+                if json_stream and batch.data.startswith(LINES_OPEN):
+                    # Laid out a message per line (no other body opens so: stored messages
+                    # never begin with whitespace); split where its rows are made.
+                    yield LinedRead(start, end, batch.data)
                 elif json_stream:
                     messages = tuple(response_messages(batch.data))
                     yield ReadBatch(start, end, messages=messages)

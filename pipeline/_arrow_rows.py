@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
+from durable_streams_aws.core.protocol.jsonmode import LINES_SEPARATOR, lines_inside
 from durable_streams_aws.core.protocol.offsets import MAX_POSITION, format_offset
 from durable_streams_aws.core.storage import ReadBatch
 
@@ -87,10 +88,12 @@ def lined_messages(body: bytes) -> pa.Array:
     """The messages of a body laid out a message per line (`jsonmode.join_lines`), split by
     Arrow at the separators between lines; where its line breaks are not only those, as
     `response_messages` splits it."""
-    inner = pa.array([body[2:-2]], pa.binary())  # between "[\n" and "\n]"
-    messages = pc.split_pattern(inner, pattern=b",\n").values
-    if len(messages) + 1 == body.count(b"\n"):
-        return messages
+    inside = lines_inside(body)
+    if inside is not None:
+        inner = pa.array([inside], pa.binary())
+        messages = pc.split_pattern(inner, pattern=LINES_SEPARATOR).values
+        if len(messages) + 1 == body.count(b"\n"):
+            return messages
     return pa.array(response_messages(body), pa.binary())
 
 

@@ -59,6 +59,12 @@ def join_messages(messages: list[bytes]) -> bytes:
     return b"[" + b",".join(messages) + b"]"
 
 
+# How `join_lines` lays an array out: what opens it, separates two messages, and closes it.
+LINES_OPEN = b"[\n"
+LINES_SEPARATOR = b",\n"
+LINES_CLOSE = b"\n]"
+
+
 def join_lines(messages: list[bytes]) -> bytes:
     """The same array with each message on a line of its own (`[`, then each message followed
     by `,` but the last, then `]`, each on its own line), when no message holds a line break
@@ -67,7 +73,7 @@ def join_lines(messages: list[bytes]) -> bytes:
     begins with `[\n`: a reader tells the two apart by that, and `split_lines` splits it."""
     if not messages:
         return b"[]"
-    body = b"[\n" + b",\n".join(messages) + b"\n]"
+    body = LINES_OPEN + LINES_SEPARATOR.join(messages) + LINES_CLOSE
     if body.count(b"\n") != len(messages) + 1:
         return join_messages(messages)
     return body
@@ -76,7 +82,16 @@ def join_lines(messages: list[bytes]) -> bytes:
 def split_lines(body: bytes) -> list[bytes] | None:
     """The messages of a `join_lines` body laid out a line each (None: it is not, or a line
     break is not where that layout puts them)."""
-    if not (body.startswith(b"[\n") and body.endswith(b"\n]")):
+    inside = lines_inside(body)
+    if inside is None:
         return None
-    messages = body[2:-2].split(b",\n")
+    messages = inside.split(LINES_SEPARATOR)
     return messages if body.count(b"\n") == len(messages) + 1 else None
+
+
+def lines_inside(body: bytes) -> bytes | None:
+    """What lies between the brackets of a body that opens and closes as `join_lines` lays
+    one out (None: it does not)."""
+    if not (body.startswith(LINES_OPEN) and body.endswith(LINES_CLOSE)):
+        return None
+    return body[len(LINES_OPEN) : -len(LINES_CLOSE)]

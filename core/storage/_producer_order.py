@@ -65,7 +65,7 @@ class ProducerOrder:
         return seq == last.last_seq + 1
 
     def enter(self, path: str, producer_id: str, epoch: int, seq: int, timeout: float) -> None:
-        """Wait on this thread for the request's turn (`admit`), then count it in flight."""
+        """Wait on this thread for the request's turn (`_admit`), then count it in flight."""
         arrived = time.monotonic()
         with self._changed:
             while (remaining := self._admit(path, producer_id, epoch, seq, arrived, timeout)) > 0:
@@ -109,8 +109,8 @@ class ProducerOrder:
         past `PIPELINE_DEPTH`, another epoch) go at once, for the store to refuse."""
         key = (path, producer_id)
         last = self._last.get(key)
-        waits = last is not None and last.epoch == epoch and last.last_seq < seq - 1
-        if waits and last is not None and seq - 1 - last.last_seq <= PIPELINE_DEPTH:
+        predecessor_missing = last is not None and last.epoch == epoch and last.last_seq < seq - 1
+        if predecessor_missing and within_pipeline(last, epoch, seq):
             ahead = any(e == epoch and s < seq for e, s in self._in_flight.get(key, ()))
             remaining = arrived + (timeout if ahead else ARRIVAL_WAIT_SECONDS) - time.monotonic()
             if remaining > 0:
