@@ -7,7 +7,9 @@ task), so a batch read and a micro-batch of the same range return the same rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -18,7 +20,7 @@ from pyspark.sql.types import StructType
 from durable_streams_aws.client import OffsetGone, StreamGone, StreamNotFound
 from durable_streams_aws.core.storage import ReadBatch
 
-from ._access import access
+from ._access import Access, access
 from ._arrow_rows import arrow_schema, record_batch
 from ._json_values import SUPPORTED, parser, unsupported
 from ._plan import (
@@ -30,19 +32,37 @@ from ._plan import (
     StreamState,
     after_gone,
     log,
+    pack_slices,
 )
 from ._rows import VALUE_FIELD, SnapshotRead, rows
 
 
 @dataclass
 class SlicePartition(InputPartition):
-    """Everything a partition's read needs travels with it (it runs in another process)."""
+    """Everything a partition's read needs travels with it (it runs in another process): the
+    ranges it reads one after another, small streams packed together (`pack_slices`)."""
 
     origin: Origin
-    slice: StreamSlice
+    slices: tuple[StreamSlice, ...]
     as_text: bool
     value_type: StructType | None  # parse JSON messages into this (`jsonSchema`)
     fail_on_data_loss: bool = True
+
+
+def slice_partitions(
+    options: ReadOptions,
+    slices: Sequence[StreamSlice],
+    as_text: bool,
+    value_type: StructType | None,
+) -> list[SlicePartition]:
+    """The partitions that read these ranges, packed (`pack_slices`) into no fewer than
+    `minPartitions` (by default, the cores of the machine planning the read: Spark's own
+    parallelism in local mode), or into about `bytesPerPartition` each where that is given."""
+    wanted = options.min_partitions or os.cpu_count() or 1
+    return [
+        SlicePartition(options.origin, packed, as_text, value_type, options.fail_on_data_loss)
+        for packed in pack_slices(slices, wanted, options.partition_bytes)
+    ]
 
 
 # The options with the streams under the prefix added, each stream's state, the ones only listed.
@@ -56,8 +76,20 @@ def resolve(options: ReadOptions) -> Resolved:
     listed = origin.list(options.prefix) if options.prefix is not None else []
     only_listed = [stream for stream in listed if stream not in options.streams]
     options = options.with_listed(listed)
-    states = {stream: origin.state(stream) for stream in options.streams}
-    return options, states, only_listed
+    return options, states_of(origin, options.streams), only_listed
+
+
+# How many streams' states planning asks for at once.
+STATE_LOOKUPS = 16
+
+
+def states_of(origin: Access, streams: Sequence[str]) -> dict[str, StreamState | None]:
+    """What each stream is now (None: not there), asked of the origin a few at a time: a
+    query over many streams waits about one round trip per `STATE_LOOKUPS` streams."""
+    if len(streams) < 2:
+        return {stream: origin.state(stream) for stream in streams}
+    with ThreadPoolExecutor(min(len(streams), STATE_LOOKUPS)) as pool:
+        return dict(zip(streams, pool.map(origin.state, streams), strict=True))
 
 
 def value_types(schema: StructType) -> tuple[bool, StructType | None]:
@@ -82,29 +114,29 @@ def read_partition(partition: SlicePartition) -> Iterator[tuple] | Iterator[pa.R
 
 
 def read_slice(partition: SlicePartition) -> Iterator[tuple]:
-    """The rows of one stream's range, one tuple each, its JSON parsed message by message."""
-    piece = partition.slice
+    """The rows of the partition's ranges, one tuple each, JSON parsed message by message."""
     parse = parser(partition.value_type) if partition.value_type is not None else None
-    for batch in _reads(partition):
-        yield from rows(piece.stream, piece.content_type, batch, partition.as_text, parse)
+    for piece in partition.slices:
+        for batch in _reads(partition, piece):
+            yield from rows(piece.stream, piece.content_type, batch, partition.as_text, parse)
 
 
 def read_slice_batches(partition: SlicePartition) -> Iterator[pa.RecordBatch]:
     """The same rows as `read_slice`, as Arrow record batches (JSON parsed natively)."""
-    piece = partition.slice
     schema = arrow_schema(partition.as_text, partition.value_type)
-    for batch in _reads(partition):
-        built = record_batch(piece.stream, piece.content_type, batch, schema, partition.value_type)
-        if built is not None:
-            yield built
+    value_type = partition.value_type
+    for piece in partition.slices:
+        for batch in _reads(partition, piece):
+            built = record_batch(piece.stream, piece.content_type, batch, schema, value_type)
+            if built is not None:
+                yield built
 
 
-def _reads(partition: SlicePartition) -> Iterator[ReadBatch | SnapshotRead]:
+def _reads(partition: SlicePartition, piece: StreamSlice) -> Iterator[ReadBatch | SnapshotRead]:
     """What reading one stream's range returns (on an executor). Where retention dropped part
     of it (410 Gone naming the earliest offset kept), the read fails naming the range lost, or
     with failOnDataLoss=false reads on from the earliest offset kept, never past the range's
     end."""
-    piece = partition.slice
     origin = access(partition.origin)
     while True:
         try:

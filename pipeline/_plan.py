@@ -78,6 +78,7 @@ class ReadOptions:
     json_schema: str | None = None  # DDL of the fields of JSON messages, parsed into `value`
     fail_on_data_loss: bool = True
     partition_bytes: int | None = None  # split a stream's range (direct reads)
+    min_partitions: int | None = None  # pack small ranges into no fewer partitions than this
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -111,6 +112,7 @@ class ReadOptions:
             json_schema,
             _flag(options, "failondataloss", default=True),
             positive_option(options, "bytesperpartition"),
+            positive_option(options, "minpartitions"),
         )
 
     def with_listed(self, listed: Sequence[str]) -> ReadOptions:
@@ -253,6 +255,52 @@ def plan_slices(
         if rank(end) != rank(start):
             slices.append(StreamSlice(stream, start, end, state.content_type))
     return slices
+
+
+# What opening a range costs, counted in the bytes that could be read meanwhile, and how much a
+# packed partition holds at most: Spark's own file source's defaults (`openCostInBytes`,
+# `maxPartitionBytes`). A Spark task of a Python source costs about 50 ms of CPU before it
+# reads anything, as much as reading a few MB through it.
+OPEN_COST_BYTES = 4 * 1024 * 1024
+MAX_PARTITION_BYTES = 128 * 1024 * 1024
+
+
+def pack_slices(
+    slices: Sequence[StreamSlice], min_partitions: int, bytes_per_partition: int | None = None
+) -> list[tuple[StreamSlice, ...]]:
+    """The slices grouped into partitions, in their order, so that small streams are read
+    together rather than each in a Spark task of its own. As Spark's file source counts
+    files, each slice costs its bytes plus `OPEN_COST_BYTES`, and the whole cost is shared
+    among `min_partitions`: the slices are laid end to end, and each goes to the share its
+    middle falls in (so slices of about equal cost make `min_partitions` partitions, however
+    their sizes differ by a few bytes). No partition holds more than `MAX_PARTITION_BYTES`
+    unless one slice alone does (packing never splits one); where a share would be more,
+    each partition fills up to that. With `bytes_per_partition` (the option), slices cost
+    their bytes alone, and partitions fill up to that many."""
+    open_cost = OPEN_COST_BYTES if bytes_per_partition is None else 0
+    costs = [span_bytes(piece) + open_cost for piece in slices]
+    most = bytes_per_partition or MAX_PARTITION_BYTES
+    share = bytes_per_partition
+    if share is None:
+        share = min(most, max(OPEN_COST_BYTES, -(-sum(costs) // max(min_partitions, 1))))
+    by_share = share < most  # otherwise each partition simply fills up to `most`
+    packed: list[list[StreamSlice]] = []
+    laid = filled = 0
+    last_share = -1
+    for piece, cost in zip(slices, costs, strict=True):
+        middle_share = (2 * laid + cost) // (2 * share)
+        if not packed or (by_share and middle_share != last_share) or filled + cost > most:
+            packed.append([])
+            filled = 0
+        packed[-1].append(piece)
+        laid, filled, last_share = laid + cost, filled + cost, middle_share
+    return [tuple(partition) for partition in packed]
+
+
+def span_bytes(piece: StreamSlice) -> int:
+    """About how many bytes reading the slice returns (its positions' distance; a snapshot's
+    size is not known before it is read)."""
+    return max(0, rank(piece.end)[0] - rank(piece.start)[0])
 
 
 def lost(options: ReadOptions, what: str) -> None:

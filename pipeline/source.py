@@ -10,8 +10,9 @@
 Streams are read over HTTP (`url`) or straight from the store (`table` and `bucket`, plus
 `endpoint` for an emulator). Each stream's range is fixed when the DataFrame is loaded (up to
 its tail then, or to `endingOffsets`) and read with bounded reads, so the partitions read
-exactly that range however much is appended meanwhile: one partition per stream, or per
-offset range of about `bytesPerPartition` bytes when reading the store directly.
+exactly that range however much is appended meanwhile. Small streams are read together, packed
+into as few partitions as the machine's cores (or `minPartitions`); reading the store directly,
+`bytesPerPartition` splits a stream's range into pieces of about that size.
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ from pyspark.sql.types import StructType
 from durable_streams_aws.core.protocol.headers import is_json
 
 from ._access import access
-from ._partitions import Resolved, SlicePartition, read_partition, resolve, value_types
+from ._partitions import (
+    Resolved,
+    SlicePartition,
+    read_partition,
+    resolve,
+    slice_partitions,
+    value_types,
+)
 from ._plan import OptionError, ReadOptions, plan_slices
 from ._rows import is_textual, schema_ddl
 
@@ -95,16 +103,7 @@ class BatchReader(DataSourceReader):
             raise OptionError("the streams changed kind while the query was planned: run it again")
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [
-            SlicePartition(
-                self.options.origin,
-                piece,
-                self.as_text,
-                self.value_type,
-                self.options.fail_on_data_loss,
-            )
-            for piece in self.slices
-        ]
+        return slice_partitions(self.options, self.slices, self.as_text, self.value_type)
 
     def read(self, partition: InputPartition) -> Iterator[tuple] | Iterator[pa.RecordBatch]:
         if not isinstance(partition, SlicePartition):

@@ -34,7 +34,14 @@ from durable_streams_aws.client import OffsetGone, StreamGone, StreamNotFound
 
 from ._access import access
 from ._admission import Budget, admitted_end, canonical
-from ._partitions import SlicePartition, read_partition, resolve, value_types
+from ._partitions import (
+    SlicePartition,
+    read_partition,
+    resolve,
+    slice_partitions,
+    states_of,
+    value_types,
+)
 from ._plan import (
     FIRST,
     OptionError,
@@ -122,20 +129,15 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if not self.content_types:
             self._tails()
-        return [
-            SlicePartition(
-                self.options.origin,
-                StreamSlice(
-                    stream, _from(start.get(stream, FIRST), end[stream]), end[stream], content_type
-                ),
-                self.as_text,
-                self.value_type,
-                self.options.fail_on_data_loss,
+        pieces = [
+            StreamSlice(
+                stream, _from(start.get(stream, FIRST), end[stream]), end[stream], content_type
             )
             for stream in sorted(end)
             if end[stream] != start.get(stream, FIRST)
             and (content_type := self.content_types.get(stream)) is not None
         ]
+        return slice_partitions(self.options, pieces, self.as_text, self.value_type)
 
     def read(self, partition: InputPartition) -> Iterator[tuple] | Iterator[pa.RecordBatch]:
         assert isinstance(partition, SlicePartition)
@@ -148,8 +150,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The tail of each stream still there (a missing one is data loss), and where each
         one's retained data starts."""
         tails = {}
-        for stream in self.options.streams:
-            state = self.access.state(stream)
+        for stream, state in states_of(self.access, self.options.streams).items():
             if state is None:
                 lost(self.options, f"stream {stream!r} was deleted while the query ran")
                 continue

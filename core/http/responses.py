@@ -105,7 +105,7 @@ def read_body(batch: ReadBatch) -> bytes:
 
 def read_body_lines(batch: ReadBatch) -> bytes:
     """`read_body`, a JSON stream's messages laid out a line each where they can be."""
-    return join_lines(list(batch.messages)) if batch.messages is not None else batch.data
+    return join_lines(batch.messages) if batch.messages is not None else batch.data
 
 
 _CREATE_REJECTIONS = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from .errors import bad_request
 
@@ -65,7 +66,7 @@ LINES_SEPARATOR = b",\n"
 LINES_CLOSE = b"\n]"
 
 
-def join_lines(messages: list[bytes]) -> bytes:
+def join_lines(messages: Sequence[bytes]) -> bytes:
     """The same array with each message on a line of its own (`[`, then each message followed
     by `,` but the last, then `]`, each on its own line), when no message holds a line break
     (then no `\n` but those separates two messages); otherwise, and for no message,
@@ -73,9 +74,14 @@ def join_lines(messages: list[bytes]) -> bytes:
     begins with `[\n`: a reader tells the two apart by that, and `split_lines` splits it."""
     if not messages:
         return b"[]"
-    body = LINES_OPEN + LINES_SEPARATOR.join(messages) + LINES_CLOSE
+    # The brackets go onto the first and last message (small copies), so that the body is
+    # made in one join rather than copied again for each bracket.
+    parts = list(messages)
+    parts[0] = LINES_OPEN + parts[0]
+    parts[-1] = parts[-1] + LINES_CLOSE
+    body = LINES_SEPARATOR.join(parts)
     if body.count(b"\n") != len(messages) + 1:
-        return join_messages(messages)
+        return join_messages(list(messages))
     return body
 
 

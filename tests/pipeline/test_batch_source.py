@@ -57,7 +57,27 @@ def test_streams_of_several_kinds_read_as_bytes(spark: Any, streams_url: str) ->
     events = [json.loads(bytes(r.message)) for r in rows if r.stream == "events"]
     blobs = b"".join(bytes(r.message) for r in rows if r.stream == "blobs")
     assert events == [1, 2, "three"] and blobs == payload
-    assert frame.rdd.getNumPartitions() == 2  # one per stream
+    assert frame.rdd.getNumPartitions() == 2  # two small streams on two cores: one each
+
+
+def test_small_streams_are_read_together_each_row_once(spark: Any, streams_url: str) -> None:
+    names = [f"many/{i}" for i in range(7)]
+    for index, name in enumerate(names):
+        create(f"{streams_url}/{name}", "application/json", [[index * 100 + n for n in range(30)]])
+    streams = ",".join(names)
+    packed = load(spark, streams_url, streams=streams, minPartitions="2")
+    apart = load(spark, streams_url, streams=streams, minPartitions="7")
+    assert packed.rdd.getNumPartitions() == 2 and apart.rdd.getNumPartitions() == 7
+    # Each partition reads its streams whole, one after another, in the streams' order.
+    by_partition = packed.rdd.glom().map(lambda rows: [r.stream for r in rows]).collect()
+    assert [s for part in by_partition for s in dict.fromkeys(part)] == names
+    rows = [(r.stream, r.offset, json.loads(r.message)) for r in packed.collect()]
+    assert sorted(rows) == sorted(
+        (r.stream, r.offset, json.loads(r.message)) for r in apart.collect()
+    )
+    for index, name in enumerate(names):
+        mine = [value for stream, _, value in rows if stream == name]
+        assert mine == [index * 100 + n for n in range(30)]
 
 
 def test_starting_and_ending_offsets_bound_the_read(spark: Any, streams_url: str) -> None:

@@ -106,7 +106,7 @@ class Retaining:
 def read(monkeypatch: pytest.MonkeyPatch, stream: Retaining, fail: bool) -> list[int]:
     monkeypatch.setattr(_partitions, "access", lambda origin: stream)
     piece = StreamSlice("s", token(0), token(60), JSON)
-    partition = SlicePartition(Origin(URL), piece, True, None, fail)
+    partition = SlicePartition(Origin(URL), (piece,), True, None, fail)
     return [int(json.loads(row[2])["n"]) for row in read_slice(partition)]
 
 

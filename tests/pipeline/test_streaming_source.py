@@ -17,6 +17,14 @@ from durable_streams_aws.client import DurableStream
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
+def string_schema() -> Any:
+    """The source's schema reading text messages."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    names = ("stream", "offset", "message", "content_type")
+    return StructType([StructField(name, StringType()) for name in names])
+
+
 def append(url: str, values: list[Any], create: bool = False) -> None:
     with DurableStream(url) as stream:
         if create:
@@ -59,6 +67,36 @@ def test_admission_restart_and_replay(spark: Any, streams_url: str, tmp_path: Pa
     assert later == list(range(130, 140))
 
 
+def test_micro_batches_of_many_streams_are_packed_and_replay_the_same_rows(
+    spark: Any, streams_url: str, tmp_path: Path
+) -> None:
+    from durable_streams_aws.pipeline import ReadOptions
+    from durable_streams_aws.pipeline.streaming import StreamReader
+
+    names = [f"fleet/{i}" for i in range(6)]
+    for index, name in enumerate(names):
+        append(f"{streams_url}/{name}", [{"n": index * 100 + n} for n in range(20)], create=True)
+    options = {"streams": ",".join(names), "minPartitions": "2", "maxMessagesPerTrigger": "60"}
+    settings = {"url": streams_url, **{k.lower(): v for k, v in options.items()}}
+    reader = StreamReader(ReadOptions.parse(settings), settings, string_schema())
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    partitions = reader.partitions(start, end)
+    assert len(partitions) == 2  # six streams' ranges in two partitions
+    assert [p.stream for part in partitions for p in part.slices] == names
+
+    checkpoint, out = tmp_path / "checkpoint", tmp_path / "out"
+    assert spark_support.run(spark, streams_url, checkpoint, out, **options) == ([60, 60], None)
+    (checkpoint / "commits" / "1").unlink()  # a crash before Spark recorded batch 1 as done
+    (checkpoint / "commits" / ".1.crc").unlink()
+    append(f"{streams_url}/{names[0]}", [{"n": 20}])  # since: not in the replay
+    assert spark_support.run(spark, streams_url, checkpoint, out, **options)[1] is None
+    kept = batches(out)
+    assert kept["1-1"] == kept["1-0"]
+    seen = sorted(v["n"] for name in ("0-0", "1-0", "2-0") for _, _, v in kept[name])
+    assert seen == sorted([i * 100 + n for i in range(6) for n in range(20)] + [20])
+
+
 def test_bytes_per_trigger_and_an_empty_stream(
     spark: Any, streams_url: str, tmp_path: Path
 ) -> None:
@@ -82,20 +120,13 @@ def test_bytes_per_trigger_and_an_empty_stream(
 def test_the_reader_also_answers_spark_4_0_which_passes_no_start(streams_url: str) -> None:
     """Spark 4.0 and 4.1 call latestOffset() with no arguments (4.2 added the start and the
     read limit): the reader carries on from the end it returned last."""
-    from pyspark.sql.types import StringType, StructField, StructType
-
     from durable_streams_aws.pipeline import ReadOptions
     from durable_streams_aws.pipeline.streaming import StreamReader
 
     url = f"{streams_url}/legacy"
     append(url, list(range(30)), create=True)
-    schema = StructType(
-        [
-            StructField(name, StringType())
-            for name in ("stream", "offset", "message", "content_type")
-        ]
-    )
-    reader = StreamReader(ReadOptions.parse({"url": streams_url, "stream": "legacy"}), {}, schema)
+    options = ReadOptions.parse({"url": streams_url, "stream": "legacy"})
+    reader = StreamReader(options, {}, string_schema())
     start = reader.initialOffset()
     first = reader.latestOffset()
     append(url, list(range(30, 35)))

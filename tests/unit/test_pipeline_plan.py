@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
+from durable_streams_aws.core.protocol.offsets import format_snapshot_offset
 from durable_streams_aws.core.storage import ReadBatch
 from durable_streams_aws.pipeline import (
     DataLoss,
@@ -15,9 +18,16 @@ from durable_streams_aws.pipeline import (
     plan_slices,
 )
 from durable_streams_aws.pipeline._admission import FIRST, Budget, admitted_end, canonical
+from durable_streams_aws.pipeline._plan import (
+    MAX_PARTITION_BYTES,
+    OPEN_COST_BYTES,
+    pack_slices,
+    span_bytes,
+)
 from durable_streams_aws.pipeline._rows import message_type, rows, schema_ddl
 
 URL = "http://h/v1/stream"
+JSON = "application/json"
 
 
 def token(position: int) -> str:
@@ -77,6 +87,7 @@ def test_options_can_name_a_prefix_and_the_store_itself() -> None:
         ({"url": URL, "stream": "a", "endingoffsets": '{"b": "-1"}'}, "not read: b"),
         ({"url": URL, "stream": "a", "failondataloss": "yes"}, "true or false"),
         ({"url": URL, "stream": "a", "bytesperpartition": "0"}, "positive whole number"),
+        ({"url": URL, "stream": "a", "minpartitions": "two"}, "positive whole number"),
     ],
 )
 def test_options_that_cannot_work_say_why(options: dict[str, str], complaint: str) -> None:
@@ -122,6 +133,63 @@ def test_lost_data_fails_the_read_unless_told_to_read_on() -> None:
     assert plan_slices(listed, found, listed=["x/1", "x/2"]) == [
         StreamSlice("x/1", "-1", token(3), "text/plain")
     ]
+
+
+MB = 1024 * 1024
+
+
+def sized(*sizes: int) -> list[StreamSlice]:
+    return [StreamSlice(f"s{i}", "-1", token(size), JSON) for i, size in enumerate(sizes)]
+
+
+def test_small_streams_are_packed_into_as_many_partitions_as_asked() -> None:
+    eight = sized(*[1_250_000] * 8)  # 8 streams of 1.25 MB, 2 cores: 4 streams a partition
+    assert pack_slices(eight, 2) == [tuple(eight[:4]), tuple(eight[4:])]
+    assert len(pack_slices(eight, 8)) == 8 and len(pack_slices(eight, 100)) == 8
+    assert [len(p) for p in pack_slices(eight, 3)] == [3, 2, 3]
+    uneven = sized(80, 100, 100, 100, 100, 100)  # about equal: a few bytes apart
+    assert [len(p) for p in pack_slices(uneven, 2)] == [3, 3]
+    two = sized(5 * MB, 5 * MB)
+    assert pack_slices(two, 2) == [(two[0],), (two[1],)]
+    assert pack_slices(two, 1) == [tuple(two)]
+    assert pack_slices([], 4) == []
+
+
+def test_a_partition_holds_at_most_its_bound_unless_one_slice_is_larger() -> None:
+    # At most MAX_PARTITION_BYTES however few partitions are asked for.
+    many = sized(*[40 * MB] * 6)
+    assert [len(p) for p in pack_slices(many, 1)] == [2, 2, 2]
+    huge = sized(1000, 300 * MB, 1000, 1000)
+    assert pack_slices(huge, 1) == [(huge[0],), (huge[1],), tuple(huge[2:])]
+    # bytesPerPartition: about that many bytes a partition, with no cost for opening a slice.
+    pieces = sized(MB, MB, 10, 10, 10)
+    assert pack_slices(pieces, 1, MB) == [(pieces[0],), (pieces[1],), tuple(pieces[2:])]
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_packing_keeps_every_slice_once_in_order(seed: int) -> None:
+    chance = random.Random(seed)
+    sizes = [0, 10, 1000, MB, 9 * MB, 200 * MB]
+    slices = sized(*(chance.choice(sizes) for _ in range(chance.randint(0, 30))))
+    wanted = chance.randint(1, 12)
+    given = chance.choice([None, None, MB, 10 * MB])  # bytesPerPartition
+    packed = pack_slices(slices, wanted, given)
+    assert [piece for partition in packed for piece in partition] == slices
+    assert all(packed)
+    opening = OPEN_COST_BYTES if given is None else 0
+    costs = [[span_bytes(p) + opening for p in partition] for partition in packed]
+    most = given or MAX_PARTITION_BYTES
+    assert all(len(c) == 1 or sum(c) <= most for c in costs)
+    if given is None:
+        share = max(OPEN_COST_BYTES, -(-sum(map(sum, costs)) // wanted))
+        if share <= MAX_PARTITION_BYTES and all(c <= share for part in costs for c in part):
+            assert len(packed) == min(len(slices), wanted)  # exactly as many as asked for
+
+
+def test_a_snapshot_range_counts_from_its_position() -> None:
+    snapshot = StreamSlice("a", format_snapshot_offset(100), token(300), JSON)
+    assert span_bytes(snapshot) == 200
+    assert span_bytes(StreamSlice("a", token(5), token(5), JSON)) == 0
 
 
 def json_batch(start: int, messages: list[bytes]) -> ReadBatch:
