@@ -20,6 +20,7 @@ from . import _items as items
 from . import _segments as layout
 from ._chunk_cache import ChunkCache
 from ._chunk_layout import Chunk, ObjectGone, data_prefix, decode_chunk, incarnation_of
+from ._read_ahead import read_ahead
 from ._segment_cache import SegmentCache
 from ._snapshots import SnapshotCache, decode_snapshot
 from .aws import call, each_item, error_code, pages
@@ -174,7 +175,10 @@ class ChunkStore:
             # The sealer's hint of where this stream's own sealed history ends.
             sealed = info.sealed if segment.incarnation == info.incarnation else 0
             reach = None if position < sealed else position + max(budget, 0)
-            for chunk in self._chunks(segment, position, reach):
+            chunks = self._chunks(segment, position, reach)
+            if reach is not None:  # chunks, not segments: their objects are fetched ahead
+                chunks = read_ahead(chunks, self._s3_get, position, min(reach, segment.end))
+            for chunk in chunks:
                 if chunk.start > max(position, segment.start):
                     # A chunk a segment replaced, whose neighbours are already deleted:
                     # the item holding `position` is that segment, further on.

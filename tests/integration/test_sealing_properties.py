@@ -114,18 +114,27 @@ def check_one_read(store: DynamoStore, path: str, expected: Expected, rng: rando
 
 
 @pytest.mark.parametrize(
-    ("seed", "cache_bytes"),
-    [(1, None), (2, None), (3, None), (4, None), (1, 0), (2, 900), (3, 2500)],
+    ("seed", "cache_bytes", "inline_max"),
+    [
+        *((seed, None, None) for seed in (1, 2, 3, 4)),
+        *((1, 0, None), (2, 900, None), (3, 2500, None)),
+        # Most appends an object in S3 each: reads fetch them ahead, while the other instance
+        # seals them away and the collector deletes them.
+        *((9, None, 40), (6, 0, 40), (7, 900, 40), (8, None, 1)),
+    ],
 )
 def test_random_interleavings_read_back_what_the_model_holds(
-    backend: Backend, seed: int, cache_bytes: int | None
+    backend: Backend, seed: int, cache_bytes: int | None, inline_max: int | None
 ) -> None:
     """`cache_bytes`: what each instance's chunk cache holds (None: the default, all of it
-    here; 0: none; a few entries, so that reads go from memory to queries and back)."""
+    here; 0: none; a few entries, so that reads go from memory to queries and back).
+    `inline_max`: the largest append kept in its chunk item (None: the default, 64 KiB)."""
     rng = random.Random(seed)
     options: dict[str, int] = {"seal_mark_bytes": 150}
     if cache_bytes is not None:
         options["chunk_cache_bytes"] = cache_bytes
+    if inline_max is not None:
+        options["inline_max_bytes"] = inline_max
     stores = [store_on(backend, **options), store_on(backend, **options)]
     model = Model(rng)
     for _ in range(200):

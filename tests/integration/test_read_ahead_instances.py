@@ -1,0 +1,165 @@
+"""Reading ahead (`core.storage._read_ahead`) against the store: an instance that did not
+write a stream reads appends held in S3 as the same batches, with the same AWS calls, as it
+does without reading ahead, only with several GETs at once; and over HTTP, two instances (two
+apps on one table, as two Lambda instances are) serve the same bytes while one of them seals
+the stream and collects the objects the other is reading."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from support import store_on
+
+from durable_streams_aws.core.app import create_app
+from durable_streams_aws.core.protocol.append import AppendIntent
+from durable_streams_aws.core.runtime import Backend
+from durable_streams_aws.core.storage import (
+    Collector,
+    CreateSpec,
+    DynamoStore,
+    Payload,
+    Sealer,
+    SealPolicy,
+    _chunks,
+)
+
+pytestmark = pytest.mark.both_dynamodbs
+
+JSON = "application/json"
+
+
+class S3Calls:
+    """The S3 calls made through a client, by operation, and the most under way at once."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.under_way = self.most = 0
+        self._lock = threading.Lock()
+
+    def before(self, model: Any, **_: Any) -> None:
+        with self._lock:
+            self.calls[model.name] += 1
+            self.under_way += 1
+            self.most = max(self.most, self.under_way)
+
+    def after(self, **_: Any) -> None:
+        with self._lock:
+            self.under_way -= 1
+
+
+@pytest.fixture
+def s3_calls(backend: Backend) -> Iterator[S3Calls]:
+    counted = S3Calls()
+    backend.s3.meta.events.register("before-call.s3", counted.before)
+    backend.s3.meta.events.register("after-call.s3", counted.after)
+    yield counted
+    backend.s3.meta.events.unregister("before-call.s3", counted.before)
+    backend.s3.meta.events.unregister("after-call.s3", counted.after)
+
+
+def messages(append: int) -> list[bytes]:
+    return [b'{"append":%d,"n":%d,"pad":"%s"}' % (append, n, b"x" * n) for n in range(12)]
+
+
+def written(writer: DynamoStore, path: str, appends: int) -> list[int]:
+    """`appends` JSON appends of 12 messages, each held in an S3 object of its own (the
+    writer keeps nothing inline); the position after each append."""
+    writer.create(path, CreateSpec(JSON))
+    ends = []
+    for append in range(appends):
+        units = messages(append)
+        payload = Payload(b"".join(units), tuple(map(len, units)))
+        outcome = writer.append(path, AppendIntent(JSON, True, False), payload)
+        assert outcome.info is not None
+        ends.append(outcome.info.tail)
+    return ends
+
+
+def test_another_instance_reads_the_same_batches_with_the_same_calls_several_at_once(
+    backend: Backend, s3_calls: S3Calls, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ends = written(store_on(backend, inline_max_bytes=1), "ahead", 40)
+    starts = [0, 1, ends[0], ends[3] - 1, ends[10], ends[-2]]
+    budgets = [1, 700, 5_000, 1 << 20]
+
+    def reads() -> tuple[list[Any], Counter[str], int]:
+        reader = store_on(backend, chunk_cache_bytes=0)  # an instance new to the stream
+        info = reader.get("ahead")
+        assert info is not None
+        s3_calls.calls.clear()
+        s3_calls.most = 0
+        batches = [
+            reader.read(info, start, budget, whole)
+            for start in starts
+            for budget in budgets
+            for whole in (False, True)
+        ]
+        return batches, Counter(s3_calls.calls), s3_calls.most
+
+    ahead, calls_ahead, most_ahead = reads()
+    monkeypatch.setattr(_chunks, "read_ahead", lambda chunks, *_: chunks)
+    one_by_one, calls_one_by_one, most_one_by_one = reads()
+    assert ahead == one_by_one
+    assert calls_ahead == calls_one_by_one and calls_ahead["GetObject"] > 40
+    assert most_one_by_one == 1 and most_ahead >= 2
+    whole = ahead[budgets.index(1 << 20) * 2]  # from 0, everything in one batch
+    assert whole.end == ends[-1]
+    assert list(whole.messages or ()) == [m for a in range(40) for m in messages(a)]
+
+
+async def read_all(client: httpx.AsyncClient, url: str) -> list[Any]:
+    """Every message of the stream, read from its start over HTTP, response by response."""
+    found: list[Any] = []
+    offset = "-1"
+    while True:
+        answer = await client.get(url, params={"offset": offset})
+        assert answer.status_code == 200, answer.text
+        found += answer.json()
+        offset = answer.headers["stream-next-offset"]
+        if answer.headers.get("stream-up-to-date") == "true":
+            return found
+
+
+def test_two_instances_serve_the_same_bytes_while_one_seals_and_collects(
+    backend: Backend,
+) -> None:
+    writer = store_on(backend, inline_max_bytes=1)
+    reader = store_on(backend, chunk_cache_bytes=0)
+    ends = written(writer, "sealed-away", 60)
+    values = [json.loads(m) for a in range(60) for m in messages(a)]
+
+    def seal_and_collect(segment_bytes: int) -> None:
+        Sealer(writer, SealPolicy(segment_bytes=segment_bytes, hot_bytes=0)).seal("sealed-away")
+        Collector(writer, orphan_grace_seconds=0).run()
+
+    async def scenario() -> None:
+        apps = [create_app(backend.settings, store) for store in (writer, reader)]
+        clients = [
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://x")
+            for app in apps
+        ]
+        url = "/v1/stream/sealed-away"
+        try:
+            for segment_bytes in (4_000, 8_000, 16_000, 32_000):
+                # Both instances read the whole stream while the writer's seals part of it
+                # away and collects the objects it replaced.
+                found = await asyncio.gather(
+                    read_all(clients[1], url),
+                    read_all(clients[0], url),
+                    asyncio.to_thread(seal_and_collect, segment_bytes),
+                )
+                assert found[0] == values and found[1] == values
+        finally:
+            for client in clients:
+                await client.aclose()
+
+    asyncio.run(scenario())
+    info = reader.get("sealed-away")
+    assert info is not None and info.tail == ends[-1] and info.sealed > 0
