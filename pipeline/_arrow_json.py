@@ -12,13 +12,13 @@ holding several texts), a number too big or not a number for a DOUBLE field (Arr
 `1e999`-like integers as infinity and `NaN` as NaN, `conform` gives null). FLOAT, DECIMAL and
 MAP fields always go the Python way (their rounding and key handling are `conform`'s).
 
-Messages are joined by newlines; a JSON text's own raw newlines can only be whitespace, so they
-are replaced by spaces first (the server keeps only valid JSON texts as messages).
+Messages are joined by newlines; a JSON text's own raw line breaks can only be whitespace, so
+where they make a message more than one line they are read again as spaces (the server keeps
+only valid JSON texts as messages).
 """
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Sequence
 
@@ -70,25 +70,35 @@ def parse_natively(
     if not pc.all(pc.starts_with(raw, pattern="{")).as_py():
         return None
     whole = pa.ListArray.from_arrays(pa.array([0, len(raw)], pa.int32()), raw)
-    data = pc.binary_join(whole, b"\n")[0].as_py()
-    if data.count(b"\n") != len(raw) - 1 or b"\r" in data:  # pretty-printed messages
-        data = b"\n".join(m.replace(b"\n", b" ").replace(b"\r", b" ") for m in raw.to_pylist())
+    table = _read_lines(pc.binary_join(whole, b"\n")[0].as_buffer(), arrow_type)
+    if table is None or table.num_rows != len(raw):
+        # A message's own line breaks (whitespace in a pretty-printed text) made it more than
+        # one line: joined again with them as spaces. Otherwise Arrow's reading differs.
+        lines = pc.any(pc.match_substring_regex(raw, "[\r\n]")).as_py()
+        if not lines:
+            return None
+        spaced = (m.replace(b"\n", b" ").replace(b"\r", b" ") for m in raw.to_pylist())
+        table = _read_lines(pa.py_buffer(b"\n".join(spaced)), arrow_type)
+        if table is None or table.num_rows != len(raw):
+            return None
+    fields = [table.column(field.name).combine_chunks() for field in arrow_type]
+    values = pa.StructArray.from_arrays(fields, fields=list(arrow_type))
+    return values if _plain_numbers(values) else None
+
+
+def _read_lines(data: pa.Buffer, arrow_type: pa.StructType) -> pa.Table | None:
+    """A JSON text per line read by Arrow into `arrow_type`'s fields (None: it refused)."""
     options = pa_json.ParseOptions(
         explicit_schema=pa.schema(list(arrow_type)), unexpected_field_behavior="ignore"
     )
     try:
-        table = pa_json.read_json(
-            io.BytesIO(data),
-            read_options=pa_json.ReadOptions(use_threads=False, block_size=len(data) + 1),
+        return pa_json.read_json(
+            pa.BufferReader(data),
+            read_options=pa_json.ReadOptions(use_threads=False, block_size=data.size + 1),
             parse_options=options,
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    if table.num_rows != len(raw):
-        return None
-    fields = [table.column(field.name).combine_chunks() for field in arrow_type]
-    values = pa.StructArray.from_arrays(fields, fields=list(arrow_type))
-    return values if _plain_numbers(values) else None
 
 
 def _plain_numbers(values: pa.Array) -> bool:

@@ -340,3 +340,9 @@ def test_numbers_arrow_reads_otherwise_never_come_from_arrow() -> None:
         messages = [b'{"price": ' + raw + b"}"]
         assert parse_natively(messages, NATIVE, arrow_type(NATIVE)) is None
         same(parse_values(messages, NATIVE, arrow_type(NATIVE)), python_values(messages, NATIVE))
+
+
+def test_messages_with_line_breaks_of_their_own_are_still_parsed_natively() -> None:
+    messages = [b'{\r\n  "id": 1,\n  "name": "x"\r}', b'{"id": 2}', b'{"name":\r"y"}']
+    assert parse_natively(messages, NATIVE, arrow_type(NATIVE)) is not None
+    same(parse_values(messages, NATIVE, arrow_type(NATIVE)), python_values(messages, NATIVE))
