@@ -3,6 +3,7 @@
 
     python3 -m benchmarks.spark_pipeline              # 100k messages of about 100 bytes
     python3 -m benchmarks.spark_pipeline --against-file-source   # and Spark's own JSON reader
+    python3 -m benchmarks.spark_pipeline --against-file-source --headline-only --messages 1000000
 
 The streams are served by `dsaws serve --aws` on an emulator in a process of its own (which
 counts the AWS calls each path makes). Spark's startup (the JVM, the session, a first job) is
@@ -28,6 +29,7 @@ from typing import Any
 import httpx
 
 from benchmarks._cpu import cpu_by_role, spent
+from benchmarks._floor_source import FloorSource, message
 from benchmarks._processes import counted_emulator, dsaws_serve
 from benchmarks._report import print_table
 from durable_streams_aws.client import DurableStream
@@ -37,6 +39,7 @@ STREAMS = ("bench/a", "bench/b")  # two streams: one partition each on local[2]
 TABLE, BUCKET = "pipeline-bench", "pipeline-bench-data"
 JSON = {"Content-Type": "application/json"}
 FILE_SOURCE = "Spark's JSON file source (local file, schema)"
+FLOOR = "a Python data source that reads nothing (rows kept in memory)"
 JSON_SCHEMA = "n BIGINT, kind STRING, page STRING, pad STRING"  # the fields of `message`
 
 
@@ -55,11 +58,6 @@ class Result:
         runs = ", ".join(f"{s:.1f}" for s in self.seconds)
         calls = "-" if self.aws_calls is None else f"{self.aws_calls * 1000 / self.rows:.2f}"
         return [self.path, f"{self.rows:,}", runs, f"{self.per_second:,.0f}", calls]
-
-
-def message(n: int) -> dict[str, Any]:
-    """About 100 bytes of JSON."""
-    return {"n": n, "kind": "click", "page": f"/products/{n % 997:04d}", "pad": "x" * 40}
 
 
 def start_spark() -> tuple[Any, float]:
@@ -225,9 +223,11 @@ class Compared:
 def compare_reads(
     spark: Any, url: str, endpoint: str, dataset: Dataset, repeats: int, folder: Path
 ) -> list[Compared]:
-    """The dataset read by Spark's JSON file source and by this source, over HTTP and direct,
+    """The dataset read by Spark's JSON file source, by a Python source that reads nothing (the
+    floor of any Python source), and by this source, over HTTP and direct,
     with `jsonSchema` and raw; every read materialized (noop sink). The source reads the
     streams as written, then once the sealer has run."""
+    spark.dataSource.register(FloorSource)
     fill_dataset(url, dataset)
     path = folder / f"{len(dataset.streams)}-{dataset.per_append}.json"
     write_lines(dataset, path)
@@ -255,11 +255,15 @@ def compare_reads(
     def file_source() -> Any:
         return spark.read.schema(JSON_SCHEMA).json(str(path))
 
+    def floor() -> Any:
+        reader = spark.read.format(FloorSource.name()).option("streams", streams)
+        return reader.option("rows", str(dataset.rows)).load()
+
     results = []
     for state in ("as written", "sealed"):
         if state == "sealed":
             seal(endpoint)
-        frames = {FILE_SOURCE: file_source, **reads}
+        frames = {FILE_SOURCE: file_source, FLOOR: floor, **reads}
         results += interleaved(state, dataset, frames, repeats, endpoint)
     return results
 
@@ -379,6 +383,12 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
         "(1, 2 and 8 streams; appends of 1,000 messages and of one), and the sink with the "
         "server's own append throughput",
     )
+    parser.add_argument(
+        "--headline-only",
+        action="store_true",
+        help="with --against-file-source, compare the reads of the headline workload only "
+        "(two streams, appends of 1,000): for runs of many messages",
+    )
     args = parser.parse_args(argv)
 
     use_emulator_credentials()  # for the server, and for Spark's direct reads
@@ -438,7 +448,10 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
                         )
                     )
                     with tempfile.TemporaryDirectory() as folder:
-                        for dataset in datasets(args.messages):
+                        compared_sets = datasets(args.messages)
+                        if args.headline_only:
+                            compared_sets = compared_sets[:1]
+                        for dataset in compared_sets:
                             compared += compare_reads(
                                 spark, url, endpoint, dataset, args.repeats, Path(folder)
                             )

@@ -51,13 +51,13 @@ def test_streams_of_several_kinds_read_as_bytes(spark: Any, streams_url: str) ->
     create(f"{streams_url}/events", "application/json", [[1, 2], ["three"]])
     payload = bytes(range(256)) * 40
     create(f"{streams_url}/blobs", "application/octet-stream", [payload[:5000], payload[5000:]])
-    frame = load(spark, streams_url, streams="events, blobs")
+    frame = load(spark, streams_url, streams="events, blobs", minPartitions="2")
     assert frame.schema["message"].dataType.typeName() == "binary"
     rows = frame.collect()
     events = [json.loads(bytes(r.message)) for r in rows if r.stream == "events"]
     blobs = b"".join(bytes(r.message) for r in rows if r.stream == "blobs")
     assert events == [1, 2, "three"] and blobs == payload
-    assert frame.rdd.getNumPartitions() == 2  # two small streams on two cores: one each
+    assert frame.rdd.getNumPartitions() == 2  # two small streams, two partitions: one each
 
 
 def test_small_streams_are_read_together_each_row_once(spark: Any, streams_url: str) -> None:
