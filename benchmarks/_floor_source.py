@@ -2,15 +2,18 @@
 source API on this machine, measured beside the file source and `durable_streams`.
 
 Its rows are the `durable_streams` source's on the benchmark's streams (stream, offset, message,
-content_type: the same columns, the same messages, one partition per stream), built once per
-worker process and kept, so that after a first run a read costs only what Spark spends
-planning it, running its Python tasks and taking their Arrow batches."""
+content_type: the same columns, the same messages, the streams packed into as many partitions
+as the machine has cores, as that source packs streams of equal size), built once per worker
+process and kept, so that after a first run a read costs only what Spark spends planning it,
+running its Python tasks and taking their Arrow batches."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from functools import cache
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -20,8 +23,10 @@ SCHEMA = "stream STRING, offset STRING, message STRING, content_type STRING"
 
 
 class StreamRows(InputPartition):
-    def __init__(self, stream: str, index: int, streams: int, rows: int) -> None:
-        self.stream, self.index, self.streams, self.rows = stream, index, streams, rows
+    """Streams `first` up to `last` (indexes) of `streams`, holding `rows` between them all."""
+
+    def __init__(self, names: list[str], first: int, last: int, rows: int) -> None:
+        self.names, self.first, self.last, self.rows = names, first, last, rows
 
 
 def message(n: int) -> dict[str, Any]:
@@ -51,11 +56,15 @@ class FloorReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         count = len(self.streams)
-        return [StreamRows(s, i, count, self.rows) for i, s in enumerate(self.streams)]
+        parts = min(count, os.cpu_count() or 1)
+        bounds = [count * k // parts for k in range(parts + 1)]
+        return [StreamRows(self.streams, a, b, self.rows) for a, b in pairwise(bounds)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, StreamRows)
-        yield _built(partition.stream, partition.index, partition.streams, partition.rows)
+        count = len(partition.names)
+        for index in range(partition.first, partition.last):
+            yield _built(partition.names[index], index, count, partition.rows)
 
 
 @cache
