@@ -10,6 +10,7 @@ it. Executors build their clients when a partition is read: only the `Origin` is
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from functools import cache
@@ -55,7 +56,24 @@ class Access(Protocol):
 
 
 def access(origin: Origin) -> Access:
-    return StorageAccess(origin) if origin.direct else HttpAccess(origin)
+    return _storage_access(origin) if origin.direct else HttpAccess(origin)
+
+
+_made_once = threading.Lock()  # what this process builds once is built by one thread
+
+
+def _storage_access(origin: Origin) -> StorageAccess:
+    """One store per process and origin: a worker reads partition after partition, each of
+    several streams, and a store registers itself on the process's shared AWS clients (so one
+    per read would live as long as they do). What it remembers of chunks and segments stays
+    true (a committed item never changes), so it serves every read alike."""
+    with _made_once:
+        return _storages(origin)
+
+
+@cache
+def _storages(origin: Origin) -> StorageAccess:
+    return StorageAccess(origin)
 
 
 class HttpAccess:
@@ -204,10 +222,15 @@ class StorageAccess:
         return [StreamSlice(piece.stream, lo, hi, piece.content_type) for lo, hi in pairwise(edges)]
 
 
-@cache
 def _http_client() -> httpx.Client:
-    """One HTTP client per process (its connections pooled): a query's planning asks each
-    stream's state, and a Spark worker reads partition after partition."""
+    """One HTTP client per process (its connections pooled): a query's planning asks the
+    streams' states, several at once, and a Spark worker reads partition after partition."""
+    with _made_once:
+        return _one_http_client()
+
+
+@cache
+def _one_http_client() -> httpx.Client:
     return httpx.Client(timeout=httpx.Timeout(60.0, connect=10.0))
 
 

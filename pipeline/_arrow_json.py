@@ -12,9 +12,9 @@ holding several texts), a number too big or not a number for a DOUBLE field (Arr
 `1e999`-like integers as infinity and `NaN` as NaN, `conform` gives null). FLOAT, DECIMAL and
 MAP fields always go the Python way (their rounding and key handling are `conform`'s).
 
-Messages are joined by newlines; a JSON text's own raw line breaks can only be whitespace, so
-where they make a message more than one line they are read again as spaces (the server keeps
-only valid JSON texts as messages).
+Messages are joined by newlines and read as one block; a JSON text's own raw line breaks can
+only be whitespace (the server keeps only valid JSON texts as messages), which Arrow reads as
+such within a block.
 """
 
 from __future__ import annotations
@@ -70,17 +70,11 @@ def parse_natively(
     if not pc.all(pc.starts_with(raw, pattern="{")).as_py():
         return None
     whole = pa.ListArray.from_arrays(pa.array([0, len(raw)], pa.int32()), raw)
+    # One block: Arrow reads a text's own line breaks (whitespace of a pretty-printed message)
+    # as whitespace, so the rows are the messages unless it refuses or counts otherwise.
     table = _read_lines(pc.binary_join(whole, b"\n")[0].as_buffer(), arrow_type)
     if table is None or table.num_rows != len(raw):
-        # A message's own line breaks (whitespace in a pretty-printed text) made it more than
-        # one line: joined again with them as spaces. Otherwise Arrow's reading differs.
-        lines = pc.any(pc.match_substring_regex(raw, "[\r\n]")).as_py()
-        if not lines:
-            return None
-        spaced = (m.replace(b"\n", b" ").replace(b"\r", b" ") for m in raw.to_pylist())
-        table = _read_lines(pa.py_buffer(b"\n".join(spaced)), arrow_type)
-        if table is None or table.num_rows != len(raw):
-            return None
+        return None
     fields = [table.column(field.name).combine_chunks() for field in arrow_type]
     values = pa.StructArray.from_arrays(fields, fields=list(arrow_type))
     return values if _plain_numbers(values) else None

@@ -273,13 +273,16 @@ def pack_slices(
     files, each slice costs its bytes plus `OPEN_COST_BYTES`, and the whole cost is shared
     among `min_partitions`: the slices are laid end to end, and each goes to the share its
     middle falls in (so slices of about equal cost make `min_partitions` partitions, however
-    their sizes differ by a few bytes). No partition holds more than `MAX_PARTITION_BYTES`
-    unless one slice alone does (packing never splits one); where a share would be more,
-    each partition fills up to that. With `bytes_per_partition` (the option), slices cost
-    their bytes alone, and partitions fill up to that many."""
+    their sizes differ by a few bytes; fewer where a few slices hold most of the cost). No
+    partition holds more than `MAX_PARTITION_BYTES` unless one slice alone does (packing
+    never splits one); where a share would be more, each partition fills up to that. With
+    `bytes_per_partition` (the option), slices cost their bytes alone, and partitions fill up
+    to that many. A slice that starts with a compacted stream's snapshot is read alone."""
     open_cost = OPEN_COST_BYTES if bytes_per_partition is None else 0
-    costs = [span_bytes(piece) + open_cost for piece in slices]
     most = bytes_per_partition or MAX_PARTITION_BYTES
+    # A range from a snapshot's token reads the snapshot first, whose size is not known
+    # before it is read: counted as a whole partition's worth, it is read alone.
+    costs = [most if _from_snapshot(p) else span_bytes(p) + open_cost for p in slices]
     share = bytes_per_partition
     if share is None:
         share = min(most, max(OPEN_COST_BYTES, -(-sum(costs) // max(min_partitions, 1))))
@@ -298,9 +301,13 @@ def pack_slices(
 
 
 def span_bytes(piece: StreamSlice) -> int:
-    """About how many bytes reading the slice returns (its positions' distance; a snapshot's
-    size is not known before it is read)."""
+    """About how many bytes reading the slice's history returns: its positions' distance (a
+    snapshot it starts with is more, of a size not known before it is read)."""
     return max(0, rank(piece.end)[0] - rank(piece.start)[0])
+
+
+def _from_snapshot(piece: StreamSlice) -> bool:
+    return piece.start != BEGINNING and is_snapshot(piece.start)
 
 
 def lost(options: ReadOptions, what: str) -> None:

@@ -20,7 +20,7 @@ from . import _items as items
 from . import _segments as layout
 from ._chunk_cache import ChunkCache
 from ._chunk_layout import Chunk, ObjectGone, data_prefix, decode_chunk, incarnation_of
-from ._read_ahead import read_ahead
+from ._read_ahead import ReadPlan, read_ahead
 from ._segment_cache import SegmentCache
 from ._snapshots import SnapshotCache, decode_snapshot
 from .aws import call, each_item, error_code, pages
@@ -177,7 +177,8 @@ class ChunkStore:
             reach = None if position < sealed else position + max(budget, 0)
             chunks = self._chunks(segment, position, reach)
             if reach is not None:  # chunks, not segments: their objects are fetched ahead
-                chunks = read_ahead(chunks, self._s3_get, position, min(reach, segment.end))
+                plan = ReadPlan(max(position, segment.start), budget, segment.end, json_mode)
+                chunks = read_ahead(chunks, self._s3_get, plan)
             for chunk in chunks:
                 if chunk.start > max(position, segment.start):
                     # A chunk a segment replaced, whose neighbours are already deleted:

@@ -2,10 +2,16 @@
 it takes the ones before them, instead of waiting for each GET in turn (appends larger than
 an inline chunk are an object each, and S3 answers each GET in tens of milliseconds).
 
-Only objects the read is sure to take whole are fetched ahead: chunks that start at or after
-where it starts and end by where its budget ends. The chunks are pulled from the item pages
-no further than the read would have pulled them itself, so it makes the same AWS calls as
-before, only some of them at once."""
+Only objects the read is sure to take whole are fetched ahead, and chunk items are pulled
+from the item pages no further than the read would pull them itself: while it can be
+predicted, chunk by chunk, that the read takes the chunk whole and goes on to the next one.
+The prediction follows the read's own rules (`ChunkStore._read`): the chunk starts where the
+read stands, its bytes (for JSON, with a separator per message) fit what is left of the
+budget, and it ends by the segment's end. Anything else (a void range, a segment, a chunk the
+read skips or cuts, one whose message count is not in its item) ends the prediction, and the
+read goes on at its own pace. So it makes the same AWS calls, some of them at once; a failed
+fetch (`ObjectGone`: an object sealed away and collected) is raised where the read takes that
+chunk, as its own GET would have raised it there."""
 
 from __future__ import annotations
 
@@ -13,14 +19,15 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ._chunk_layout import Chunk
 
 # Objects one read has in flight at most, and GETs the process runs ahead at once (for all
-# its reads together: a Lambda instance serves one request at a time, a server many).
+# its reads together: a Lambda instance serves one request at a time, a server many; each
+# read makes the GET of the chunk it takes next itself, as before).
 READ_AHEAD_OBJECTS = 8
-_READ_AHEAD_THREADS = 16
+_READ_AHEAD_THREADS = 32
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -34,26 +41,62 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
+@dataclass
+class ReadPlan:
+    """Where the read stands and what is left of its budget, after the chunks pulled so far,
+    while it is sure to have taken each of them whole (`sure`)."""
+
+    at: int
+    budget: int
+    end: int  # the segment's end: the read moves on to the next segment there
+    json_mode: bool
+    sure: bool = True
+
+    def takes_whole(self, chunk: Chunk) -> bool:
+        """Whether the read takes all of `chunk` (the next one it meets); the plan moves past
+        it, or stops being sure."""
+        cost = self._cost(chunk)
+        whole = (
+            self.sure
+            and cost is not None
+            and not (chunk.void or chunk.sealed)
+            and chunk.start == self.at
+            and chunk.end <= self.end
+            and cost <= self.budget
+        )
+        if not whole:
+            self.sure = False
+            return False
+        assert cost is not None
+        self.at, self.budget = chunk.end, self.budget - cost
+        # With its budget spent, or at the segment's end, the read pulls nothing more here.
+        self.sure = self.budget > 0 and self.at < self.end
+        return True
+
+    def _cost(self, chunk: Chunk) -> int | None:
+        """What taking the chunk whole spends of the budget (None: not known from its item)."""
+        size = chunk.end - chunk.start
+        if not self.json_mode:
+            return size
+        return None if chunk.lengths is None else size + len(chunk.lengths)
+
+
 def read_ahead(
-    chunks: Iterator[Chunk], fetch: Callable[[str], bytes], start: int, until: int
+    chunks: Iterator[Chunk], fetch: Callable[[str], bytes], plan: ReadPlan
 ) -> Iterator[Chunk]:
-    """`chunks` as they come, each whole object among them that lies within [start, until)
-    already fetched with `fetch` (its bytes in `inline`, as a chunk held in its item). A
-    fetch's failure (an object sealed away meanwhile: `ObjectGone`) is raised where the chunk
-    is taken, as the read's own GET would have raised it."""
+    """`chunks` as they come, the objects of those `plan` predicts the read takes whole fetched
+    ahead with `fetch` (their bytes put in `inline`, as a chunk held in its item)."""
     pending: deque[tuple[Chunk, Future[bytes] | None]] = deque()
-    exhausted = False
     try:
         while True:
-            while not exhausted and len(pending) < READ_AHEAD_OBJECTS:
-                if pending and not _leads_on(pending[-1][0], until):
-                    break  # the read may stop at that chunk: pull no further than it would
+            while len(pending) < READ_AHEAD_OBJECTS and (not pending or plan.sure):
                 chunk = next(chunks, None)
                 if chunk is None:
-                    exhausted = True
                     break
+                whole = plan.takes_whole(chunk)
                 future = None
-                if chunk.s3_key is not None and _taken_whole(chunk, start, until):
+                # The chunk taken next is fetched by the read itself, on its own thread.
+                if whole and pending and chunk.inline is None and chunk.s3_key is not None:
                     future = _executor().submit(fetch, chunk.s3_key)
                 pending.append((chunk, future))
             if not pending:
@@ -66,16 +109,3 @@ def read_ahead(
         for _, future in pending:
             if future is not None:
                 future.cancel()
-
-
-def _taken_whole(chunk: Chunk, start: int, until: int) -> bool:
-    """Whether the read will take all of this chunk's object (so it may be fetched ahead)."""
-    held_in_s3 = chunk.inline is None and chunk.s3_key is not None
-    whole = start <= chunk.start < chunk.end <= until
-    return held_in_s3 and whole and not (chunk.void or chunk.sealed)
-
-
-def _leads_on(chunk: Chunk, until: int) -> bool:
-    """Whether a read that reaches this chunk goes on to the next one: it ends before the
-    read's budget does, and holds data (at a void range a read that has data ends)."""
-    return not chunk.void and chunk.end < until

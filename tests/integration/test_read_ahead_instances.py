@@ -10,7 +10,7 @@ import asyncio
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -33,6 +33,7 @@ from durable_streams_aws.core.storage import (
 pytestmark = pytest.mark.both_dynamodbs
 
 JSON = "application/json"
+BYTES = "application/octet-stream"
 
 
 class S3Calls:
@@ -68,15 +69,33 @@ def messages(append: int) -> list[bytes]:
     return [b'{"append":%d,"n":%d,"pad":"%s"}' % (append, n, b"x" * n) for n in range(12)]
 
 
-def written(writer: DynamoStore, path: str, appends: int) -> list[int]:
-    """`appends` JSON appends of 12 messages, each held in an S3 object of its own (the
-    writer keeps nothing inline); the position after each append."""
+def digits(append: int) -> list[bytes]:
+    """1,000 one-byte messages: a separator each doubles what they cost a read's budget."""
+    return [b"%d" % ((append + n) % 10) for n in range(1000)]
+
+
+def written(
+    writer: DynamoStore, path: str, appends: int, make: Callable[[int], list[bytes]] = messages
+) -> list[int]:
+    """`appends` JSON appends, each held in an S3 object of its own (the writer keeps nothing
+    inline); the position after each append."""
     writer.create(path, CreateSpec(JSON))
     ends = []
     for append in range(appends):
-        units = messages(append)
+        units = make(append)
         payload = Payload(b"".join(units), tuple(map(len, units)))
         outcome = writer.append(path, AppendIntent(JSON, True, False), payload)
+        assert outcome.info is not None
+        ends.append(outcome.info.tail)
+    return ends
+
+
+def written_bytes(writer: DynamoStore, path: str, appends: int) -> list[int]:
+    writer.create(path, CreateSpec(BYTES))
+    ends = []
+    for append in range(appends):
+        payload = Payload(bytes([append]) * (50 + append))
+        outcome = writer.append(path, AppendIntent(BYTES, True, False), payload)
         assert outcome.info is not None
         ends.append(outcome.info.tail)
     return ends
@@ -85,32 +104,39 @@ def written(writer: DynamoStore, path: str, appends: int) -> list[int]:
 def test_another_instance_reads_the_same_batches_with_the_same_calls_several_at_once(
     backend: Backend, s3_calls: S3Calls, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ends = written(store_on(backend, inline_max_bytes=1), "ahead", 40)
-    starts = [0, 1, ends[0], ends[3] - 1, ends[10], ends[-2]]
-    budgets = [1, 700, 5_000, 1 << 20]
+    writer = store_on(backend, inline_max_bytes=1)
+    reads_of = {
+        "ahead": written(writer, "ahead", 40),
+        "tiny": written(writer, "tiny", 30, digits),
+        "blobs": written_bytes(writer, "blobs", 40),
+    }
+    budgets = [1, 700, 2_500, 10_000, 1 << 20]
 
     def reads() -> tuple[list[Any], Counter[str], int]:
-        reader = store_on(backend, chunk_cache_bytes=0)  # an instance new to the stream
-        info = reader.get("ahead")
-        assert info is not None
+        reader = store_on(backend, chunk_cache_bytes=0)  # an instance new to the streams
         s3_calls.calls.clear()
         s3_calls.most = 0
-        batches = [
-            reader.read(info, start, budget, whole)
-            for start in starts
-            for budget in budgets
-            for whole in (False, True)
-        ]
+        batches = []
+        for path, ends in reads_of.items():
+            info = reader.get(path)
+            assert info is not None
+            starts = [0, 1, ends[0], ends[3] - 1, ends[10], ends[-2]]
+            batches += [
+                reader.read(info, start, budget, whole)
+                for start in starts
+                for budget in budgets
+                for whole in (False, True)
+            ]
         return batches, Counter(s3_calls.calls), s3_calls.most
 
     ahead, calls_ahead, most_ahead = reads()
     monkeypatch.setattr(_chunks, "read_ahead", lambda chunks, *_: chunks)
     one_by_one, calls_one_by_one, most_one_by_one = reads()
     assert ahead == one_by_one
-    assert calls_ahead == calls_one_by_one and calls_ahead["GetObject"] > 40
+    assert calls_ahead == calls_one_by_one and calls_ahead["GetObject"] > 100
     assert most_one_by_one == 1 and most_ahead >= 2
-    whole = ahead[budgets.index(1 << 20) * 2]  # from 0, everything in one batch
-    assert whole.end == ends[-1]
+    whole = ahead[budgets.index(1 << 20) * 2]  # "ahead" from 0, everything in one batch
+    assert whole.end == reads_of["ahead"][-1]
     assert list(whole.messages or ()) == [m for a in range(40) for m in messages(a)]
 
 

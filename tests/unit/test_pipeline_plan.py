@@ -186,6 +186,17 @@ def test_packing_keeps_every_slice_once_in_order(seed: int) -> None:
             assert len(packed) == min(len(slices), wanted)  # exactly as many as asked for
 
 
+def test_a_range_starting_with_a_snapshot_is_read_alone() -> None:
+    # A snapshot's size is not known before it is read: it may be most of the stream.
+    snapshots = [
+        StreamSlice(f"c{i}", format_snapshot_offset(100), token(300), JSON) for i in range(6)
+    ]
+    assert pack_slices(snapshots, 2) == [(piece,) for piece in snapshots]
+    assert pack_slices(snapshots, 1, 64 * MB) == [(piece,) for piece in snapshots]
+    mixed = [*sized(10, 10), snapshots[0], *sized(10)]
+    assert [len(p) for p in pack_slices(mixed, 1)] == [2, 1, 1]
+
+
 def test_a_snapshot_range_counts_from_its_position() -> None:
     snapshot = StreamSlice("a", format_snapshot_offset(100), token(300), JSON)
     assert span_bytes(snapshot) == 200

@@ -1,6 +1,7 @@
-"""Reading ahead (`core.storage._read_ahead`): which objects are fetched ahead, that they are
-fetched at once, that the read pulls its chunks no further than it would itself, and that a
-failed fetch is raised where its chunk is taken."""
+"""Reading ahead (`core.storage._read_ahead`): which objects are fetched ahead (only those the
+read takes whole, by its own rules: separators counted for JSON, skipped and cut chunks left
+alone), that they are fetched at once, that chunks are pulled no further than the read would
+pull them, and that a failed fetch is raised where its chunk is taken."""
 
 from __future__ import annotations
 
@@ -11,19 +12,28 @@ from collections.abc import Iterator
 import pytest
 
 from durable_streams_aws.core.storage._chunk_layout import Chunk, ObjectGone
-from durable_streams_aws.core.storage._read_ahead import READ_AHEAD_OBJECTS, read_ahead
+from durable_streams_aws.core.storage._read_ahead import READ_AHEAD_OBJECTS, ReadPlan, read_ahead
 
 
-def in_s3(start: int, end: int, key: str | None = None) -> Chunk:
-    return Chunk(start, end, None, key or f"k{start}", None, None)
+def in_s3(start: int, end: int, messages: int | None = None) -> Chunk:
+    lengths = None if messages is None else (1,) * messages
+    return Chunk(start, end, None, f"k{start}", lengths, None)
 
 
 def inline(start: int, end: int) -> Chunk:
     return Chunk(start, end, b"i" * (end - start), None, None, None)
 
 
+def void(start: int, end: int) -> Chunk:
+    return Chunk(start, end, None, None, None, None, void=True)
+
+
+def plan(at: int, budget: int, end: int = 10_000, json_mode: bool = False) -> ReadPlan:
+    return ReadPlan(at, budget, end, json_mode)
+
+
 class Objects:
-    """S3 as the read sees it: each object's bytes, and the keys fetched."""
+    """S3 as the read sees it: each object's bytes, and the keys fetched ahead."""
 
     def __init__(self, gone: set[str] | None = None) -> None:
         self.fetched: list[str] = []
@@ -36,39 +46,63 @@ class Objects:
         return key.encode()
 
 
-def pulled(chunks: list[Chunk], counter: list[int]) -> Iterator[Chunk]:
+def counted(chunks: list[Chunk], pulled: list[int]) -> Iterator[Chunk]:
     for chunk in chunks:
-        counter.append(chunk.start)
+        pulled.append(chunk.start)
         yield chunk
 
 
-def test_only_objects_taken_whole_are_fetched_ahead() -> None:
-    void = Chunk(40, 50, None, None, None, None, void=True)
-    chunks = [
-        in_s3(0, 10),  # starts before the read: it takes part of it, by a ranged GET
-        in_s3(10, 20),
-        inline(20, 30),
-        in_s3(30, 40),
-        void,
-        in_s3(50, 60),
-        in_s3(60, 75),  # ends past the budget: it may be cut
-    ]
+def test_the_chunks_after_the_first_are_fetched_ahead_while_the_read_takes_them_whole() -> None:
+    chunks = [in_s3(0, 10), in_s3(10, 20), inline(20, 30), in_s3(30, 40), in_s3(40, 50)]
     objects = Objects()
-    out = list(read_ahead(iter(chunks), objects.fetch, 5, 70))
+    out = list(read_ahead(iter(chunks), objects.fetch, plan(0, 45)))
     assert [(c.start, c.end) for c in out] == [(c.start, c.end) for c in chunks]
-    assert [c.inline for c in out] == [None, b"k10", b"i" * 10, b"k30", None, b"k50", None]
-    assert sorted(objects.fetched) == ["k10", "k30", "k50"]
+    # The first is the read's own GET, as before; the last does not fit what is left.
+    assert [c.inline for c in out] == [None, b"k10", b"i" * 10, b"k30", None]
+    assert sorted(objects.fetched) == ["k10", "k30"]
 
 
-def test_void_and_sealed_chunks_are_never_fetched_ahead() -> None:
-    chunks = [
-        Chunk(0, 10, None, "v", None, None, void=True),
-        Chunk(0, 10, None, "seg", None, None, pages=()),
-    ]
-    objects = Objects()
-    for chunk in chunks:
-        assert list(read_ahead(iter([chunk]), objects.fetch, 0, 100)) == [chunk]
+def test_json_counts_a_separator_per_message() -> None:
+    # Ten chunks of 100 one-byte messages: 200 of the budget each, not 100.
+    chunks = [in_s3(100 * i, 100 * i + 100, messages=100) for i in range(10)]
+    objects, pulled = Objects(), []
+    ahead = read_ahead(counted(chunks, pulled), objects.fetch, plan(0, 599, json_mode=True))
+    assert next(ahead).start == 0 and pulled == [0, 100, 200]
+    assert [c.inline for c in ahead][:2] == [b"k100", None]
+    assert objects.fetched == ["k100"]
+    # Without its message count in the item (lengths in S3), a chunk's cost is not known.
+    unknown = [in_s3(0, 10, 3), Chunk(10, 20, None, "k10", None, "k10.idx"), in_s3(20, 30, 3)]
+    objects, pulled = Objects(), []
+    assert (
+        len(list(read_ahead(counted(unknown, pulled), objects.fetch, plan(0, 100, json_mode=True))))
+        == 3
+    )
     assert objects.fetched == []
+
+
+SEGMENT = Chunk(10, 20, None, "seg", None, None, pages=())
+
+
+@pytest.mark.parametrize(
+    ("chunks", "read", "met"),
+    [
+        ([in_s3(0, 10), in_s3(10, 20), in_s3(20, 30)], plan(5, 100), 1),  # starts inside
+        ([in_s3(0, 10), in_s3(20, 30), in_s3(30, 40)], plan(0, 100), 2),  # skipped (replaced)
+        ([in_s3(0, 10), void(10, 20), in_s3(20, 30)], plan(0, 100), 2),  # a void range
+        ([in_s3(0, 10), SEGMENT, in_s3(20, 30)], plan(0, 100), 2),  # a segment
+        ([in_s3(0, 10), in_s3(10, 25), in_s3(25, 30)], plan(0, 100, end=20), 2),  # past the end
+        ([in_s3(0, 10), in_s3(10, 30), in_s3(30, 40)], plan(0, 15), 2),  # cut by the budget
+    ],
+)
+def test_the_prediction_ends_where_the_read_may_not_take_a_chunk_whole(
+    chunks: list[Chunk], read: ReadPlan, met: int
+) -> None:
+    objects, pulled = Objects(), []
+    ahead = read_ahead(counted(chunks, pulled), objects.fetch, read)
+    next(ahead)
+    assert pulled == [c.start for c in chunks[:met]]  # up to that chunk, no further
+    assert objects.fetched == []  # and nothing fetched
+    assert len(list(ahead)) == len(chunks) - 1
 
 
 def test_the_objects_are_fetched_at_once() -> None:
@@ -78,59 +112,48 @@ def test_the_objects_are_fetched_at_once() -> None:
         together.wait()  # breaks (an error) unless four fetches are under way together
         return key.encode()
 
-    chunks = [in_s3(10 * i, 10 * i + 10) for i in range(4)]
-    assert [c.inline for c in read_ahead(iter(chunks), fetch, 0, 100)] == [
-        b"k0",
-        b"k10",
-        b"k20",
-        b"k30",
-    ]
+    chunks = [in_s3(10 * i, 10 * i + 10) for i in range(6)]
+    out = [c.inline for c in read_ahead(iter(chunks), fetch, plan(0, 50))]
+    assert out == [None, b"k10", b"k20", b"k30", b"k40", None]
 
 
 def test_chunks_are_pulled_no_further_than_the_read_would() -> None:
     chunks = [in_s3(10 * i, 10 * i + 10) for i in range(30)]
-    counter: list[int] = []
-    ahead = read_ahead(pulled(chunks, counter), Objects().fetch, 0, 35)
-    assert [c.start for c in ahead] == [c.start for c in chunks]
-    # Pulling stops at the chunk the budget ends in (30..40) until the read takes it.
-    counter.clear()
+    pulled: list[int] = []
     objects = Objects()
-    ahead = read_ahead(pulled(chunks, counter), objects.fetch, 0, 35)
+    ahead = read_ahead(counted(chunks, pulled), objects.fetch, plan(0, 30))
     assert next(ahead).start == 0
-    assert counter == [0, 10, 20, 30] and sorted(objects.fetched) == ["k0", "k10", "k20"]
-    # Within the budget, at most READ_AHEAD_OBJECTS are pulled ahead of the one taken.
-    counter.clear()
-    ahead = read_ahead(pulled(chunks, counter), Objects().fetch, 0, 10_000)
+    # The budget is spent at 30: the read takes 0..30 and stops, pulling nothing past it.
+    assert pulled == [0, 10, 20]
+    assert [c.inline for c in ahead][:3] == [b"k10", b"k20", None]
+    assert sorted(objects.fetched) == ["k10", "k20"]
+    pulled.clear()
+    ahead = read_ahead(counted(chunks, pulled), Objects().fetch, plan(0, 10_000))
     next(ahead)
-    assert len(counter) == READ_AHEAD_OBJECTS
-    # At a void range (where a read holding data ends) pulling stops too.
-    counter.clear()
-    with_void = [in_s3(0, 10), Chunk(10, 20, None, None, None, None, void=True), in_s3(20, 30)]
-    next(read_ahead(pulled(with_void, counter), Objects().fetch, 0, 100))
-    assert counter == [0, 10]
+    assert len(pulled) == READ_AHEAD_OBJECTS  # at most this many ahead of the one taken
+    assert [c.start for c in ahead] == [c.start for c in chunks[1:]]
 
 
 def test_an_object_gone_is_raised_where_its_chunk_is_taken() -> None:
     chunks = [in_s3(0, 10), in_s3(10, 20), in_s3(20, 30)]
-    ahead = read_ahead(iter(chunks), Objects(gone={"k10"}).fetch, 0, 100)
-    assert next(ahead).inline == b"k0"
+    ahead = read_ahead(iter(chunks), Objects(gone={"k20"}).fetch, plan(0, 100))
+    assert next(ahead).start == 0 and next(ahead).inline == b"k10"
     with pytest.raises(ObjectGone) as raised:
         next(ahead)
-    assert raised.value.key == "k10"
+    assert raised.value.key == "k20"
 
 
 def test_a_read_that_stops_early_does_not_wait_for_the_fetches_ahead() -> None:
     release = threading.Event()
 
     def slow(key: str) -> bytes:
-        if key != "k0":
-            release.wait(10)  # still under way when the read stops
+        release.wait(10)  # still under way when the read stops
         return key.encode()
 
     chunks = [in_s3(10 * i, 10 * i + 10) for i in range(READ_AHEAD_OBJECTS + 4)]
-    ahead = read_ahead(iter(chunks), slow, 0, 10_000)
+    ahead = read_ahead(iter(chunks), slow, plan(0, 10_000))
     try:
-        assert next(ahead).inline == b"k0"
+        assert next(ahead).inline is None  # the read's own GET
         stopped = time.monotonic()
         ahead.close()  # the read took what it needed
         assert time.monotonic() - stopped < 5
