@@ -55,7 +55,7 @@ def slice_partitions(
     as_text: bool,
     value_type: StructType | None,
 ) -> list[SlicePartition]:
-    """The partitions that read these ranges, packed (`pack_slices`) into no fewer than
+    """The partitions that read these ranges, packed (`pack_slices`) into about
     `minPartitions` (by default, the cores of the machine planning the read: Spark's own
     parallelism in local mode), or into about `bytesPerPartition` each where that is given."""
     wanted = options.min_partitions or os.cpu_count() or 1
