@@ -13,17 +13,22 @@ import json
 import os
 from collections.abc import Iterator
 from functools import cache
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-SCHEMA = "stream STRING, offset STRING, message STRING, content_type STRING"
+from durable_streams_aws.core.protocol.offsets import format_offset
+from durable_streams_aws.pipeline._rows import SCHEMA_FIELDS, schema_ddl
+
+JSON = "application/json"
+
+SCHEMA = schema_ddl([JSON])  # the durable_streams source's, reading JSON streams
 
 
 class StreamRows(InputPartition):
-    """Streams `first` up to `last` (indexes) of `streams`, holding `rows` between them all."""
+    """Streams `first` up to `last` (indexes) of `names`, holding `rows` between them all."""
 
     def __init__(self, names: list[str], first: int, last: int, rows: int) -> None:
         self.names, self.first, self.last, self.rows = names, first, last, rows
@@ -70,17 +75,12 @@ class FloorReader(DataSourceReader):
 @cache
 def _built(stream: str, index: int, streams: int, rows: int) -> pa.RecordBatch:
     messages = [json.dumps(message(n)).encode() for n in range(index, rows, streams)]
-    ends, at = [], 0
-    for raw in messages:
-        at += len(raw)
-        ends.append(f"{0:016d}_{at:016d}")
+    ends = [format_offset(at) for at in accumulate(map(len, messages))]
     count = len(messages)
     columns = [
         pa.repeat(pa.scalar(stream, pa.string()), count),
         pa.array(ends, pa.string()),
         pa.array(messages, pa.binary()).cast(pa.string()),
-        pa.repeat(pa.scalar("application/json", pa.string()), count),
+        pa.repeat(pa.scalar(JSON, pa.string()), count),
     ]
-    return pa.RecordBatch.from_arrays(
-        columns, names=["stream", "offset", "message", "content_type"]
-    )
+    return pa.RecordBatch.from_arrays(columns, names=list(SCHEMA_FIELDS))

@@ -78,7 +78,7 @@ class ReadOptions:
     json_schema: str | None = None  # DDL of the fields of JSON messages, parsed into `value`
     fail_on_data_loss: bool = True
     partition_bytes: int | None = None  # split a stream's range (direct reads)
-    min_partitions: int | None = None  # pack small ranges into no fewer partitions than this
+    min_partitions: int | None = None  # how many partitions to pack ranges into (about)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
