@@ -94,6 +94,18 @@ def test_encoded_size_matches_on_random_bodies() -> None:
             assert encoded_size(body, content_type) <= encoded_size_bound(len(body), content_type)
 
 
+def test_encoded_size_counts_every_character_as_json_escapes_it() -> None:
+    """Every Unicode scalar value, alone and between ASCII, weighs what `json.dumps` writes
+    for it (the size is counted by byte class, not by encoding)."""
+    for code in range(0x110000):
+        if 0xD800 <= code < 0xE000:
+            continue  # surrogates are not characters: no valid UTF-8 holds them
+        text = chr(code)
+        for body in (text, f"a{text}b{text}"):
+            expected = len(json.dumps(body)) - 2
+            assert encoded_size(body.encode(), "text/plain") == expected, hex(code)
+
+
 MIXED = "a\u00e9\u65e5\U0001f600\r\nb\rc\n".encode() * 3
 
 
