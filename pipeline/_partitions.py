@@ -22,6 +22,7 @@ from durable_streams_aws.core.storage import ReadBatch
 
 from ._access import Access, access
 from ._arrow_rows import arrow_schema, record_batch
+from ._fetch_ahead import fetched_ahead
 from ._json_values import SUPPORTED, parser, unsupported
 from ._plan import (
     DataLoss,
@@ -34,7 +35,7 @@ from ._plan import (
     log,
     pack_slices,
 )
-from ._rows import VALUE_FIELD, SnapshotRead, rows
+from ._rows import VALUE_FIELD, Read, SnapshotRead, rows
 
 
 @dataclass
@@ -122,14 +123,21 @@ def read_slice(partition: SlicePartition) -> Iterator[tuple]:
 
 
 def read_slice_batches(partition: SlicePartition) -> Iterator[pa.RecordBatch]:
-    """The same rows as `read_slice`, as Arrow record batches (JSON parsed natively)."""
+    """The same rows as `read_slice`, as Arrow record batches (JSON parsed natively); each
+    read is made while the one before becomes a batch (`fetched_ahead`)."""
     schema = arrow_schema(partition.as_text, partition.value_type)
     value_type = partition.value_type
+    for piece, batch in fetched_ahead(_all_reads(partition)):
+        built = record_batch(piece.stream, piece.content_type, batch, schema, value_type)
+        if built is not None:
+            yield built
+
+
+def _all_reads(partition: SlicePartition) -> Iterator[tuple[StreamSlice, Read]]:
+    """What reading the partition's ranges returns, range after range."""
     for piece in partition.slices:
         for batch in _reads(partition, piece):
-            built = record_batch(piece.stream, piece.content_type, batch, schema, value_type)
-            if built is not None:
-                yield built
+            yield piece, batch
 
 
 def _reads(partition: SlicePartition, piece: StreamSlice) -> Iterator[ReadBatch | SnapshotRead]:
