@@ -309,6 +309,11 @@ def test_arrow_splits_a_body_laid_out_a_message_per_line_as_the_server_made_it(s
     assert lined_messages(broken).to_pylist() == response_messages(broken) == [b'{"a":\n 1}', b"2"]
 
 
+@pytest.mark.parametrize("body", [b"[\n\n]", b"[\n]", b"[]", b"[\n1\n]", b" [\n1\n]", b"[\n1\n] "])
+def test_a_short_or_almost_lined_body_splits_as_the_server_would(body: bytes) -> None:
+    assert lined_messages(body).to_pylist() == response_messages(body)
+
+
 def test_a_byte_stream_read_is_one_row_and_names_a_cut_inside_an_append() -> None:
     schema = arrow_schema(False, None)
     read = ReadBatch(0, 4, data=b"\x00\xff\x01\x02", ends=(8,))
