@@ -65,15 +65,20 @@ def test_never_more_than_one_ahead() -> None:
     assert list(reads) == list(range(5, 10))
 
 
-def test_stopping_early_waits_for_no_read() -> None:
-    asked, release, stopped = threading.Event(), threading.Event(), threading.Event()
+def test_stopping_early_waits_for_no_read_and_starts_no_other() -> None:
+    asked, release, closed = threading.Event(), threading.Event(), threading.Event()
+    went_on: list[int] = []
 
     def items() -> Iterator[int]:
-        yield 1
-        asked.set()
-        release.wait(WAIT)  # a read that takes long
-        stopped.set()
-        yield 2
+        try:
+            yield 1
+            asked.set()
+            release.wait(WAIT)  # a read that takes long
+            yield 2
+            went_on.append(3)
+            yield 3
+        finally:
+            closed.set()
 
     reads = fetched_ahead(items())
     assert next(reads) == 1
@@ -82,4 +87,32 @@ def test_stopping_early_waits_for_no_read() -> None:
     reads.close()
     assert time.monotonic() - started < WAIT / 2
     release.set()
-    assert stopped.wait(WAIT)  # the read under way ended on its own
+    assert closed.wait(WAIT)  # the read under way ended, and the items were closed
+    assert went_on == []
+
+
+def test_stopping_before_the_next_read_starts_closes_the_items() -> None:
+    closed = threading.Event()
+
+    def items() -> Iterator[int]:
+        try:
+            yield from range(10)
+        finally:
+            closed.set()
+
+    reads = fetched_ahead(items())
+    assert next(reads) == 0
+    reads.close()
+    assert closed.wait(WAIT)
+
+
+def test_the_reading_thread_is_a_daemon() -> None:
+    """A Spark worker that exits while a read is under way does not wait for it."""
+    seen: list[bool] = []
+
+    def items() -> Iterator[int]:
+        seen.append(threading.current_thread().daemon)
+        yield 1
+
+    assert list(fetched_ahead(items())) == [1]
+    assert seen == [True]

@@ -4,6 +4,7 @@ and the type JSON messages are parsed into."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -18,8 +19,21 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from durable_streams_aws.client import StreamNotFound
+from durable_streams_aws.core.protocol.offsets import format_offset
+from durable_streams_aws.core.storage import ReadBatch
 from durable_streams_aws.pipeline import OptionError, StreamState
-from durable_streams_aws.pipeline._partitions import STATE_LOOKUPS, states_of, value_types
+from durable_streams_aws.pipeline import _partitions as partitions
+from durable_streams_aws.pipeline._partitions import (
+    STATE_LOOKUPS,
+    SlicePartition,
+    read_slice_batches,
+    states_of,
+    value_types,
+)
+from durable_streams_aws.pipeline._plan import DataLoss, Origin, StreamSlice
+
+BYTES = "application/octet-stream"
 
 
 def schema(message: StringType | BinaryType, value: StructType | None = None) -> StructType:
@@ -72,3 +86,47 @@ def test_planning_asks_the_streams_states_at_once() -> None:
     many = [f"m{i}" for i in range(3 * STATE_LOOKUPS)]
     assert list(states_of(more, many)) == many  # type: ignore[arg-type]
     assert sorted(more.asked) == sorted(many)
+
+
+class TwoReadsEach:
+    """An origin whose streams are each read in two batches of one byte-stream append; the
+    second read of a stream signals that it was asked for. Stream "lost" is gone."""
+
+    def __init__(self) -> None:
+        self.second_asked = threading.Event()
+
+    def read(self, piece: StreamSlice) -> Iterator[ReadBatch]:
+        if piece.stream == "lost":
+            raise StreamNotFound(f"stream {piece.stream!r} was deleted while being read")
+        yield ReadBatch(0, 1, data=b"a", ends=(1,))
+        self.second_asked.set()
+        yield ReadBatch(1, 2, data=b"b", ends=(2,))
+
+
+def partition_of(*streams: str) -> SlicePartition:
+    pieces = tuple(StreamSlice(stream, "-1", format_offset(2), BYTES) for stream in streams)
+    return SlicePartition(Origin(url="http://unused.invalid"), pieces, False, None)
+
+
+def test_a_partition_makes_its_next_read_while_the_caller_holds_a_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    origin = TwoReadsEach()
+    monkeypatch.setattr(partitions, "access", lambda _: origin)
+    batches = read_slice_batches(partition_of("a"))
+    first = next(batches)
+    assert first.column("message").to_pylist() == [b"a"]
+    # Read in turn, the second read would wait for the caller to ask for another batch.
+    assert origin.second_asked.wait(10)
+    assert [batch.column("message").to_pylist() for batch in batches] == [[b"b"]]
+
+
+def test_a_stream_lost_under_a_read_ahead_fails_the_partition_where_it_comes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(partitions, "access", lambda _: TwoReadsEach())
+    taken = []
+    with pytest.raises(DataLoss, match="failOnDataLoss=false"):
+        for batch in read_slice_batches(partition_of("a", "lost", "b")):
+            taken += batch.column("message").to_pylist()
+    assert taken == [b"a", b"b"]  # all of the first stream, and nothing after the loss
