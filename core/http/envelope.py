@@ -42,17 +42,15 @@ def is_text(content_type: str) -> bool:
 
 def encoded_size(body: bytes, content_type: str) -> int:
     """The size of `body` once it is a JSON string in the Lambda response."""
-    if is_text(content_type) and (body.isascii() or _is_utf8(body)):
-        return _escaped_size(body)
+    if is_text(content_type):
+        try:
+            if not body.isascii():  # ASCII is UTF-8, and checked faster
+                body.decode("utf-8")
+        except UnicodeDecodeError:
+            pass  # not UTF-8: sent as base64
+        else:
+            return _escaped_size(body)
     return 4 * ((len(body) + 2) // 3)
-
-
-def _is_utf8(body: bytes) -> bool:
-    try:
-        body.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _escape_weights() -> tuple[bytes, dict[int, bytes]]:
