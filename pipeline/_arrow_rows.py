@@ -8,11 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from durable_streams_aws.core.protocol.jsonmode import (
-    LINES_CLOSE,
-    LINES_OPEN,
-    LINES_SEPARATOR,
-)
+from durable_streams_aws.core.protocol.jsonmode import LINES_SEPARATOR, lines_span
 from durable_streams_aws.core.protocol.offsets import MAX_POSITION, format_offset
 from durable_streams_aws.core.storage import ReadBatch
 
@@ -22,7 +18,6 @@ from ._rows import SCHEMA_FIELDS, VALUE_FIELD, LinedRead, Read, SnapshotRead
 
 _DIGITS = len(str(MAX_POSITION))
 _PREFIX = format_offset(0)[:-_DIGITS]  # the reserved first part, and its separator
-_LINES_EDGES = len(LINES_OPEN) + len(LINES_CLOSE)
 _MOST_BINARY = 2**31 - 1  # what an Arrow binary array's 32-bit offsets reach
 
 
@@ -103,13 +98,12 @@ def lined_messages(body: bytes) -> pa.Array:
 
 
 def _lines_inside(body: bytes) -> pa.Array | None:
-    """What lies between the brackets of a body that opens and closes as `join_lines` lays
-    one out (None: it does not), as a one-value Arrow array over the body's own bytes rather
+    """`jsonmode.lines_inside`, as a one-value Arrow array over the body's own bytes rather
     than a copy of them (a bulk read's body is tens of megabytes)."""
-    laid_out = body.startswith(LINES_OPEN) and body.endswith(LINES_CLOSE)
-    if not (laid_out and _LINES_EDGES <= len(body) <= _MOST_BINARY):
+    span = lines_span(body)
+    if span is None or len(body) > _MOST_BINARY:
         return None
-    bounds = pa.array([len(LINES_OPEN), len(body) - len(LINES_CLOSE)], pa.int32())
+    bounds = pa.array(span, pa.int32())
     return pa.Array.from_buffers(pa.binary(), 1, [None, bounds.buffers()[1], pa.py_buffer(body)])
 
 

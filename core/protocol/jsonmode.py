@@ -98,6 +98,13 @@ def split_lines(body: bytes) -> list[bytes] | None:
 def lines_inside(body: bytes) -> bytes | None:
     """What lies between the brackets of a body that opens and closes as `join_lines` lays
     one out (None: it does not)."""
-    if not (body.startswith(LINES_OPEN) and body.endswith(LINES_CLOSE)):
+    span = lines_span(body)
+    return None if span is None else body[span[0] : span[1]]
+
+
+def lines_span(body: bytes) -> tuple[int, int] | None:
+    """Where what `lines_inside` finds begins and ends in `body` (None: it finds nothing)."""
+    laid_out = body.startswith(LINES_OPEN) and body.endswith(LINES_CLOSE)
+    if not laid_out or len(body) < len(LINES_OPEN) + len(LINES_CLOSE):
         return None
-    return body[len(LINES_OPEN) : -len(LINES_CLOSE)]
+    return len(LINES_OPEN), len(body) - len(LINES_CLOSE)
