@@ -1,7 +1,9 @@
 """Reading ahead (`core/storage/_read_ahead.py`): catch-up reads of history written in appends
 larger than an inline chunk (an S3 object each), by instances new to the stream, with and
-without reading ahead. The emulator runs in a process of its own, first answering at once,
-then with every call taking 5 to 15 ms (closer to what S3 and DynamoDB take from a Lambda).
+without reading ahead: as written, then sealed as the sealer leaves an open stream (segments,
+but for its newest 256 KiB, still those objects). The emulator runs in a process of its own,
+first answering at once, then with every call taking 5 to 15 ms (closer to what S3 and
+DynamoDB take from a Lambda).
 
     python3 -m benchmarks.read_ahead            # 100 appends of 1,000 JSON messages (10 MB)
     python3 -m benchmarks.read_ahead --appends 20
@@ -26,7 +28,14 @@ from benchmarks._processes import counted_emulator
 from benchmarks._report import print_table
 from durable_streams_aws.core.protocol.append import AppendIntent
 from durable_streams_aws.core.runtime import use_emulator_credentials
-from durable_streams_aws.core.storage import CreateSpec, DynamoStore, Payload, _chunks
+from durable_streams_aws.core.storage import (
+    CreateSpec,
+    DynamoStore,
+    Payload,
+    Sealer,
+    SealPolicy,
+    _chunks,
+)
 from durable_streams_aws.core.storage.aws import AwsSettings, make_clients
 from durable_streams_aws.core.storage.bootstrap import ensure_bucket, ensure_table
 
@@ -73,6 +82,20 @@ def measure(clients: tuple[Any, Any], endpoint: str, written: list[bytes], repea
     return {"seconds": statistics.median(seconds), "calls": calls}
 
 
+def both_ways(
+    clients: tuple[Any, Any], endpoint: str, written: list[bytes], repeats: int
+) -> dict[str, dict]:
+    """The reads measured reading ahead, then one chunk after another."""
+    ahead = _chunks.read_ahead
+    results = {"ahead": measure(clients, endpoint, written, repeats)}
+    _chunks.read_ahead = lambda chunks, *_: chunks  # type: ignore[assignment]
+    try:
+        results["one by one"] = measure(clients, endpoint, written, repeats)
+    finally:
+        _chunks.read_ahead = ahead
+    return results
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--appends", type=int, default=100)
@@ -86,25 +109,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             clients = make_clients(AwsSettings("us-east-1", endpoint, endpoint))
             ensure_table(clients[0], TABLE)
             ensure_bucket(clients[1], BUCKET)
-            written = fill(DynamoStore(*clients, TABLE, BUCKET), args.appends, args.per_append)
+            writer = DynamoStore(*clients, TABLE, BUCKET)
+            written = fill(writer, args.appends, args.per_append)
             size = sum(map(len, written)) / 1e6
-            ahead = _chunks.read_ahead
-            results = {"ahead": measure(clients, endpoint, written, args.repeats)}
-            _chunks.read_ahead = lambda chunks, *_: chunks  # type: ignore[assignment]
-            try:
-                results["one by one"] = measure(clients, endpoint, written, args.repeats)
-            finally:
-                _chunks.read_ahead = ahead
-        label = "none" if latency is None else f"{latency[0]:g} to {latency[1]:g} ms"
-        for mode, result in results.items():
-            by_call = ", ".join(f"{k} {v}" for k, v in sorted(result["calls"].items()))
-            seconds = result["seconds"]
-            rows.append([label, mode, f"{seconds * 1000:,.0f}", f"{size / seconds:.1f}", by_call])
+            label = "none" if latency is None else f"{latency[0]:g} to {latency[1]:g} ms"
+            for history in ("as written", "sealed but its newest 256 KiB"):
+                if history != "as written":
+                    Sealer(writer, SealPolicy()).seal("history")
+                for mode, result in both_ways(clients, endpoint, written, args.repeats).items():
+                    by_call = ", ".join(f"{k} {v}" for k, v in sorted(result["calls"].items()))
+                    seconds = result["seconds"]
+                    ms = f"{seconds * 1000:,.0f}"
+                    rows.append([label, history, mode, ms, f"{size / seconds:.1f}", by_call])
     print(
         f"{args.appends} appends of {args.per_append} JSON messages, read whole by a new instance"
     )
-    columns = ("latency per call", "reading", "ms per read (median)", "MB/s", "AWS calls")
-    print_table(columns, "<<>><", rows)
+    columns = (
+        "latency per call",
+        "history",
+        "reading",
+        "ms per read (median)",
+        "MB/s",
+        "AWS calls",
+    )
+    print_table(columns, "<<<>><", rows)
     return 0
 
 

@@ -175,10 +175,9 @@ class ChunkStore:
             # The sealer's hint of where this stream's own sealed history ends.
             sealed = info.sealed if segment.incarnation == info.incarnation else 0
             reach = None if position < sealed else position + max(budget, 0)
-            chunks = self._chunks(segment, position, reach)
-            if reach is not None:  # chunks, not segments: their objects are fetched ahead
-                plan = ReadPlan(max(position, segment.start), budget, segment.end, json_mode)
-                chunks = read_ahead(chunks, self._s3_get, plan)
+            # The objects of chunks are fetched ahead, those after sealed history included.
+            plan = ReadPlan(max(position, segment.start), budget, segment.end, json_mode)
+            chunks = read_ahead(self._chunks(segment, position, reach), self._s3_get, plan)
             for chunk in chunks:
                 if chunk.start > max(position, segment.start):
                     # A chunk a segment replaced, whose neighbours are already deleted:

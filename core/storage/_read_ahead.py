@@ -7,11 +7,16 @@ from the item pages no further than the read would pull them itself: while it ca
 predicted, chunk by chunk, that the read takes the chunk whole and goes on to the next one.
 The prediction follows the read's own rules (`ChunkStore._read`): the chunk starts where the
 read stands, its bytes (for JSON, with a separator per message) fit what is left of the
-budget, and it ends by the segment's end. Anything else (a void range, a segment, a chunk the
-read skips or cuts, one whose message count is not in its item) ends the prediction, and the
-read goes on at its own pace. So it makes the same AWS calls, some of them at once; a failed
-fetch (`ObjectGone`: an object sealed away and collected) is raised where the read takes that
-chunk, as its own GET would have raised it there."""
+budget, and it ends by the segment's end. A sealed segment is read by the read itself (ranged
+GETs of its pages), never fetched ahead, but one whose pages the read takes to its end from
+where it stands (a page's start: where a read before it stopped) is passed over: so a
+catch-up read through an open stream's sealed history fetches its newest appends, still
+chunks in S3, at once. Anything else (a void
+range, a chunk or segment the read skips or cuts, a chunk whose message count is not in its
+item) ends the prediction, and the read goes on at its own pace. So it makes the same AWS
+calls, some of them at once; a failed fetch (`ObjectGone`: an object sealed away and
+collected) is raised where the read takes that chunk, as its own GET would have raised it
+there."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from ._chunk_layout import Chunk
 
@@ -53,14 +59,13 @@ class ReadPlan:
     sure: bool = True
 
     def takes_whole(self, chunk: Chunk) -> bool:
-        """Whether the read takes all of `chunk` (the next one it meets); the plan moves past
-        it, or stops being sure."""
+        """Whether the read takes all of `chunk` (the next one it meets) from where it stands;
+        the plan moves past it, or stops being sure."""
         cost = self._cost(chunk)
         whole = (
             self.sure
             and cost is not None
-            and not (chunk.void or chunk.sealed)
-            and chunk.start == self.at
+            and not chunk.void
             and chunk.end <= self.end
             and cost <= self.budget
         )
@@ -74,11 +79,33 @@ class ReadPlan:
         return True
 
     def _cost(self, chunk: Chunk) -> int | None:
-        """What taking the chunk whole spends of the budget (None: not known from its item)."""
+        """What taking the rest of the chunk from `at` spends of the budget (None: not known
+        from its item, or it does not start there)."""
+        if chunk.sealed:
+            return self._segment_cost(chunk)
+        if chunk.start != self.at:
+            return None
         size = chunk.end - chunk.start
         if not self.json_mode:
             return size
         return None if chunk.lengths is None else size + len(chunk.lengths)
+
+    def _segment_cost(self, segment: Chunk) -> int | None:
+        """What a read spends taking a segment's pages from `at` to its end (None: no page
+        starts there, or they are not laid end to end to the segment's end). A read that
+        stopped at a page's end goes on from the next page: that is the common case."""
+        pages = segment.pages or ()
+        first = next((i for i, page in enumerate(pages) if page.position == self.at), None)
+        if first is None or pages[-1].end != segment.end:
+            return None
+        taken = pages[first:]
+        if any(a.end != b.position for a, b in pairwise(taken)):
+            return None
+        # Each page as the read estimates it (`Page.served_size`): for JSON, a separator per
+        # message; a byte stream's pages cost their bytes.
+        if self.json_mode:
+            return sum(page.served_size(page.position, segment.end) for page in taken)
+        return segment.end - self.at
 
 
 def read_ahead(
@@ -95,8 +122,10 @@ def read_ahead(
                     break
                 whole = plan.takes_whole(chunk)
                 future = None
-                # The chunk taken next is fetched by the read itself, on its own thread.
-                if whole and pending and chunk.inline is None and chunk.s3_key is not None:
+                # The chunk taken next is fetched by the read itself, on its own thread, and
+                # so is every segment (pages by ranged GETs).
+                ahead = whole and pending and not chunk.sealed
+                if ahead and chunk.inline is None and chunk.s3_key is not None:
                     future = _executor().submit(fetch, chunk.s3_key)
                 pending.append((chunk, future))
             if not pending:

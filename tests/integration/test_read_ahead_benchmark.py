@@ -15,5 +15,12 @@ def test_the_read_ahead_benchmark_runs_and_checks_its_reads(
 ) -> None:
     assert main(["--appends", "4", "--per-append", "1000", "--repeats", "1"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][2:]
-    assert [row.split(" | ")[1] for row in rows] == ["ahead", "one by one"] * 2
-    assert all("GetObject 4" in row for row in rows)  # an object per append, either way
+    cells = [row.split(" | ") for row in rows]
+    assert [cell[2] for cell in cells] == ["ahead", "one by one"] * 4
+    assert [cell[1] for cell in cells] == (
+        ["as written"] * 2 + ["sealed but its newest 256 KiB"] * 2
+    ) * 2
+    assert all("GetObject 4" in row for row in rows[0::4] + rows[1::4])  # an object per append
+    # Sealed, the same calls either way: reading ahead makes some of them at once.
+    for ahead, one_by_one in zip(cells[2::4], cells[3::4], strict=True):
+        assert ahead[-1] == one_by_one[-1] and "GetObject" in ahead[-1]

@@ -28,6 +28,7 @@ from durable_streams_aws.core.storage import (
     Sealer,
     SealPolicy,
     _chunks,
+    _read_ahead,
 )
 
 pytestmark = pytest.mark.both_dynamodbs
@@ -101,43 +102,115 @@ def written_bytes(writer: DynamoStore, path: str, appends: int) -> list[int]:
     return ends
 
 
-def test_another_instance_reads_the_same_batches_with_the_same_calls_several_at_once(
-    backend: Backend, s3_calls: S3Calls, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    writer = store_on(backend, inline_max_bytes=1)
-    reads_of = {
+Reads = dict[str, list[int]]  # the streams read, and the position after each append
+BUDGETS = [1, 700, 2_500, 10_000, 1 << 20]
+
+
+def written_streams(writer: DynamoStore) -> Reads:
+    return {
         "ahead": written(writer, "ahead", 40),
         "tiny": written(writer, "tiny", 30, digits),
         "blobs": written_bytes(writer, "blobs", 40),
     }
-    budgets = [1, 700, 2_500, 10_000, 1 << 20]
 
-    def reads() -> tuple[list[Any], Counter[str], int]:
-        reader = store_on(backend, chunk_cache_bytes=0)  # an instance new to the streams
-        s3_calls.calls.clear()
-        s3_calls.most = 0
-        batches = []
-        for path, ends in reads_of.items():
-            info = reader.get(path)
-            assert info is not None
-            starts = [0, 1, ends[0], ends[3] - 1, ends[10], ends[-2]]
-            batches += [
-                reader.read(info, start, budget, whole)
-                for start in starts
-                for budget in budgets
-                for whole in (False, True)
-            ]
-        return batches, Counter(s3_calls.calls), s3_calls.most
 
-    ahead, calls_ahead, most_ahead = reads()
-    monkeypatch.setattr(_chunks, "read_ahead", lambda chunks, *_: chunks)
-    one_by_one, calls_one_by_one, most_one_by_one = reads()
+def read_by_a_new_instance(
+    backend: Backend, s3_calls: S3Calls, reads_of: Reads
+) -> tuple[list[Any], Counter[str], int]:
+    """Every batch of reads from several starts with several budgets, by an instance new to
+    the streams; the S3 calls they made, and the most under way at once."""
+    reader = store_on(backend, chunk_cache_bytes=0)
+    s3_calls.calls.clear()
+    s3_calls.most = 0
+    batches = []
+    for path, ends in reads_of.items():
+        info = reader.get(path)
+        assert info is not None
+        starts = [0, 1, ends[0], ends[3] - 1, ends[10], ends[-2]]
+        batches += [
+            reader.read(info, start, budget, whole)
+            for start in starts
+            for budget in BUDGETS
+            for whole in (False, True)
+        ]
+    return batches, Counter(s3_calls.calls), s3_calls.most
+
+
+def read_with_and_without_reading_ahead(
+    backend: Backend, s3_calls: S3Calls, monkeypatch: pytest.MonkeyPatch, reads_of: Reads
+) -> list[Any]:
+    """The batches read, checked to be the same, with the same S3 calls, without reading ahead
+    (where no two GETs are under way at once) as with it (where some are)."""
+    ahead, calls_ahead, most_ahead = read_by_a_new_instance(backend, s3_calls, reads_of)
+    with monkeypatch.context() as patched:
+        patched.setattr(_chunks, "read_ahead", lambda chunks, *_: chunks)
+        one_by_one, calls_one_by_one, most_one_by_one = read_by_a_new_instance(
+            backend, s3_calls, reads_of
+        )
     assert ahead == one_by_one
     assert calls_ahead == calls_one_by_one and calls_ahead["GetObject"] > 100
     assert most_one_by_one == 1 and most_ahead >= 2
-    whole = ahead[budgets.index(1 << 20) * 2]  # "ahead" from 0, everything in one batch
+    return ahead
+
+
+def test_another_instance_reads_the_same_batches_with_the_same_calls_several_at_once(
+    backend: Backend, s3_calls: S3Calls, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = store_on(backend, inline_max_bytes=1)
+    reads_of = written_streams(writer)
+    ahead = read_with_and_without_reading_ahead(backend, s3_calls, monkeypatch, reads_of)
+    whole = ahead[BUDGETS.index(1 << 20) * 2]  # "ahead" from 0, everything in one batch
     assert whole.end == reads_of["ahead"][-1]
     assert list(whole.messages or ()) == [m for a in range(40) for m in messages(a)]
+
+
+def test_a_read_from_sealed_history_fetches_the_newest_appends_after_it_at_once(
+    backend: Backend, s3_calls: S3Calls, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = store_on(backend, inline_max_bytes=1)
+    reads_of = written_streams(writer)
+    # Sealed into segments of several pages, all but the newest appends (still chunks in S3).
+    policy = SealPolicy(segment_bytes=3_000, hot_bytes=1_500, page_bytes=1_000)
+    for path, ends in reads_of.items():
+        Sealer(writer, policy).seal(path)
+        info = writer.get(path)
+        assert info is not None and 0 < info.sealed <= ends[-3]
+    ahead = read_with_and_without_reading_ahead(backend, s3_calls, monkeypatch, reads_of)
+    whole = ahead[BUDGETS.index(1 << 20) * 2]
+    assert list(whole.messages or ()) == [m for a in range(40) for m in messages(a)]
+    # The read from 0 alone: its segments' pages, then every chunk after them, several at once.
+    reader = store_on(backend, chunk_cache_bytes=0)
+    info = reader.get("ahead")
+    assert info is not None
+    s3_calls.most = 0
+    assert reader.read(info, 0, 1 << 20) == whole
+    assert s3_calls.most >= 2
+    # Read in responses smaller than the stream, each going on from a page's start where the
+    # one before stopped; from each such start, the rest of the stream in one read takes the
+    # rest of the segments, and fetches every chunk after them ahead.
+    reader = store_on(backend, chunk_cache_bytes=0)
+    fetched_ahead: list[str] = []
+    pool = _read_ahead._executor()
+
+    class Counted:
+        def submit(self, fetch: Callable[[str], bytes], key: str) -> Any:
+            fetched_ahead.append(key)
+            return pool.submit(fetch, key)
+
+    monkeypatch.setattr(_read_ahead, "_executor", Counted)
+    tail_chunks = len([end for end in reads_of["ahead"] if end > info.sealed])
+    every = list(whole.messages or ())
+    found: list[bytes] = []
+    at = 0
+    while at < info.sealed:
+        fetched_ahead.clear()
+        rest = reader.read(info, at, 1 << 20)
+        assert list(rest.messages or ()) == every[len(found) :]
+        assert len(fetched_ahead) == tail_chunks
+        batch = reader.read(info, at, 2_500)
+        found += batch.messages or ()
+        at = batch.end
+    assert found == every[: len(found)] and len(found) > 20 * 12
 
 
 async def read_all(client: httpx.AsyncClient, url: str) -> list[Any]:

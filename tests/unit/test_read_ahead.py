@@ -8,11 +8,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from itertools import pairwise
 
 import pytest
 
 from durable_streams_aws.core.storage._chunk_layout import Chunk, ObjectGone
 from durable_streams_aws.core.storage._read_ahead import READ_AHEAD_OBJECTS, ReadPlan, read_ahead
+from durable_streams_aws.core.storage._segments import Page
 
 
 def in_s3(start: int, end: int, messages: int | None = None) -> Chunk:
@@ -81,6 +83,72 @@ def test_json_counts_a_separator_per_message() -> None:
 
 
 SEGMENT = Chunk(10, 20, None, "seg", None, None, pages=())
+
+
+def segment(start: int, end: int, page_bytes: int, messages_per_page: int = 0) -> Chunk:
+    """A sealed segment of [start, end) in pages of `page_bytes` (the last one shorter)."""
+    bounds = [*range(start, end, page_bytes), end]
+    pages = tuple(Page(lo, hi, messages_per_page, lo - start) for lo, hi in pairwise(bounds))
+    return Chunk(start, end, None, f"seg{start}", None, None, pages=pages)
+
+
+def test_the_chunks_after_a_segment_the_read_takes_whole_are_fetched_ahead() -> None:
+    # A catch-up read from an open stream's sealed history into its newest appends.
+    chunks = [segment(0, 100, 30), in_s3(100, 110), in_s3(110, 120), in_s3(120, 130)]
+    objects, pulled = Objects(), []
+    out = list(read_ahead(counted(chunks, pulled), objects.fetch, plan(0, 1_000)))
+    assert [c.start for c in out] == [0, 100, 110, 120]
+    # The segment is the read's own (ranged GETs of its pages); every chunk after it is
+    # fetched ahead, the first one included, since the read is busy with the segment.
+    assert [c.inline for c in out] == [None, b"k100", b"k110", b"k120"]
+    assert sorted(objects.fetched) == ["k100", "k110", "k120"]
+    # From a page's start inside it (where a read before this one stopped): the rest of it.
+    chunks = [segment(0, 100, 30), in_s3(100, 110), in_s3(110, 120)]
+    objects = Objects()
+    out = list(read_ahead(iter(chunks), objects.fetch, plan(60, 40 + 20)))
+    assert [c.inline for c in out] == [None, b"k100", b"k110"]
+    objects = Objects()  # a budget that the rest of it and one chunk spend
+    out = list(read_ahead(iter(chunks), objects.fetch, plan(60, 40 + 10)))
+    assert [c.inline for c in out] == [None, b"k100", None]
+    # Two segments one after the other are passed over alike.
+    chunks = [segment(0, 50, 30), segment(50, 100, 30), in_s3(100, 110)]
+    objects = Objects()
+    assert [c.inline for c in read_ahead(iter(chunks), objects.fetch, plan(0, 1_000))] == [
+        None,
+        None,
+        b"k100",
+    ]
+
+
+def test_a_json_segment_costs_a_separator_per_message() -> None:
+    # 100 bytes in pages of 30 bytes and 10 messages: 140 of the budget, not 100.
+    chunks = [segment(0, 100, 30, messages_per_page=10), in_s3(100, 110, 5)]
+    for budget, fetched in [(139 + 15, []), (140 + 15, ["k100"])]:
+        objects = Objects()
+        list(read_ahead(iter(chunks), objects.fetch, plan(0, budget, json_mode=True)))
+        assert objects.fetched == fetched
+    objects = Objects()  # a byte stream's pages cost their bytes
+    list(read_ahead(iter(chunks), objects.fetch, plan(0, 110)))
+    assert objects.fetched == ["k100"]
+
+
+@pytest.mark.parametrize(
+    ("first", "at"),
+    [
+        (segment(0, 100, 30), 5),  # the read starts inside a page of it
+        (Chunk(0, 100, None, "seg0", None, None, pages=segment(0, 90, 30).pages), 0),  # short
+        (Chunk(0, 100, None, "seg0", None, None, pages=segment(10, 100, 30).pages), 0),  # late
+    ],
+)
+def test_a_segment_not_taken_whole_from_its_start_ends_the_prediction(
+    first: Chunk, at: int
+) -> None:
+    chunks = [first, in_s3(100, 110), in_s3(110, 120)]
+    objects, pulled = Objects(), []
+    ahead = read_ahead(counted(chunks, pulled), objects.fetch, plan(at, 1_000))
+    next(ahead)
+    assert pulled == [0]  # nothing pulled past it
+    assert [c.inline for c in ahead] == [None, None] and objects.fetched == []
 
 
 @pytest.mark.parametrize(
