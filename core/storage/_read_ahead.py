@@ -11,12 +11,13 @@ budget, and it ends by the segment's end. A sealed segment is read by the read i
 GETs of its pages), never fetched ahead, but one whose pages the read takes to its end from
 where it stands (a page's start: where a read before it stopped) is passed over: so a
 catch-up read through an open stream's sealed history fetches its newest appends, still
-chunks in S3, at once. Anything else (a void
-range, a chunk or segment the read skips or cuts, a chunk whose message count is not in its
-item) ends the prediction, and the read goes on at its own pace. So it makes the same AWS
-calls, some of them at once; a failed fetch (`ObjectGone`: an object sealed away and
-collected) is raised where the read takes that chunk, as its own GET would have raised it
-there."""
+chunks in S3, at once. Anything else (a void range, a chunk or segment the read skips or
+cuts, a chunk whose message count is not in its item) ends the prediction, and the read goes
+on at its own pace. So it makes the same AWS calls, some of them at once. A failed GET
+(`ObjectGone`: an object sealed away and collected) is raised where the read takes that
+chunk or segment, as its own GET would have raised it there; the read then starts again from
+the items that replaced it, and the objects it had fetched ahead of that point are fetched
+again if it still needs them (a race with the collector, whose grace period makes it rare)."""
 
 from __future__ import annotations
 
