@@ -49,6 +49,7 @@ class SizeLimits:
     max_read_bytes: int  # a read's data, except a catch-up read from a stream's start
     max_read_from_start_bytes: int | None  # that read's (None or 0: max_response_bytes)
     max_response_bytes: int  # a response body once encoded for the front door
+    max_bounded_read_bytes: int = 8 * MIB  # a bounded catch-up read's (`until`), from anywhere
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,13 @@ class Settings(BaseModel):
         LAMBDA_MAX_RESPONSE_BYTES,
         ge=16 * 1024,
         description="largest response body once encoded for the front door (base64, escapes)",
+    )
+    max_bounded_read_bytes: int = Field(
+        8 * MIB,
+        gt=0,
+        description="largest response to a bounded catch-up read (`until`: a bulk reader's, "
+        "such as the Spark source's), from any offset; never less than max_read_bytes, never "
+        "more than the front door carries",
     )
     max_append_bytes: int = Field(4 * MIB, gt=0, description="largest accepted request body")
     inline_max_bytes: int = Field(64 * 1024, gt=0, le=200 * 1024)
@@ -539,6 +547,7 @@ class Settings(BaseModel):
             self.max_read_bytes,
             self.max_read_from_start_bytes,
             self.max_response_bytes,
+            self.max_bounded_read_bytes,
         )
         window = self.sse_mode == "window"
         live = LiveReads(

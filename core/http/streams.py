@@ -500,12 +500,18 @@ class StreamEndpoints:
         return Response(body, status_code=200, headers=headers)
 
     def _read_size(self, position: int, read: ReadRequest) -> int:
-        """How much a response may carry. A catch-up read from the stream's start may fill a
-        whole response (the front door's limit: one request reads a whole stream up to that
-        size, as clients that make exactly one request need); every other read, and every
-        live one, takes `max_read_bytes`, so catching up on a long stream through a CDN
-        fetches the same bytes from the origin as before (docs/protocol.md, "Reads")."""
+        """How much a response may carry. A bounded catch-up read (`until`, a bulk reader's)
+        takes `max_bounded_read_bytes` from wherever it starts, so a range is read in pieces
+        its reader can work on while the next one comes. An unbounded catch-up read from the
+        stream's start may fill a whole response (the front door's limit: one request reads
+        a whole stream up to that size, as clients that make exactly one request need); every
+        other read, and every live one, takes `max_read_bytes`, so catching up on a long
+        stream through a CDN fetches the same bytes from the origin as before (docs/protocol.md,
+        "Reads")."""
         limits = self.limits
+        if read.until is not None:
+            bounded = min(limits.max_bounded_read_bytes, limits.max_response_bytes)
+            return max(limits.max_read_bytes, bounded)
         if (position == 0 or read.start.kind is StartKind.BEGINNING) and read.live is None:
             return max(
                 limits.max_read_bytes,

@@ -18,7 +18,9 @@ JSON = {"Content-Type": "application/json"}
 
 @pytest.fixture
 def client(backend: Backend) -> Iterator[TestClient]:
-    settings = backend.settings.model_copy(update={"max_read_bytes": 4})
+    settings = backend.settings.model_copy(
+        update={"max_read_bytes": 4, "max_bounded_read_bytes": 8}
+    )
     with TestClient(create_app(settings, backend.store)) as test_client:
         yield test_client
 
@@ -48,16 +50,32 @@ def test_a_bounded_read_stops_at_the_bound_page_by_page(client: TestClient) -> N
     first = append(client, url, b"abcdef", TEXT)
     second = append(client, url, b"ghijkl", TEXT)
     third = append(client, url, b"mn", TEXT)
-    # From the start a read may fill a whole response; the bound still stops it.
-    assert read_range(client, url, "-1", second) == (b"abcdefghijkl", 1)
-    # From elsewhere 4 bytes a page: an append larger than that is cut inside, and the
-    # offset of the cut says so (it resumes at exactly that byte).
-    answer = client.get(url, params={"offset": first, "until": third})
-    assert answer.content == b"ghij"
+    fourth = append(client, url, b"opqrstuvwx", TEXT)
+    # A bounded read takes 8 bytes a page from wherever it starts (the start included), in
+    # whole appends but for a first one larger than that, which is cut inside; the offset of
+    # the cut says so (it resumes at exactly that byte).
+    assert read_range(client, url, "-1", third) == (b"abcdefghijklmn", 2)  # "abcdef", ...
+    assert read_range(client, url, first, third) == (b"ghijklmn", 1)
+    assert read_range(client, url, "-1", second) == (b"abcdefghijkl", 2)
+    answer = client.get(url, params={"offset": third, "until": fourth})
+    assert answer.content == b"opqrstuv"
     assert answer.headers["stream-next-offset"].endswith("_i")
-    assert read_range(client, url, first, third) == (b"ghijklmn", 2)  # "ghij", "klmn"
     answer = client.get(url, params={"offset": "-1", "until": first})
     assert "stream-up-to-date" not in answer.headers  # the stream goes on past the bound
+    # Unbounded, a read from the start fills a whole response, any other takes 4 bytes.
+    assert client.get(url, params={"offset": "-1"}).content == b"abcdefghijklmnopqrstuvwx"
+    assert client.get(url, params={"offset": first}).content == b"ghij"
+
+
+def test_a_bounded_read_takes_no_more_than_the_front_door_carries(backend: Backend) -> None:
+    limits = {"max_read_bytes": 4, "max_bounded_read_bytes": 1 << 30}
+    settings = backend.settings.model_copy(update={**limits, "max_response_bytes": 16 * 1024})
+    with TestClient(create_app(settings, backend.store)) as client:
+        url = "/v1/stream/large"
+        client.put(url, headers=TEXT)
+        tail = append(client, url, b"x" * 40_000, TEXT)
+        data, pages = read_range(client, url, "-1", tail)
+        assert data == b"x" * 40_000 and pages == 3
 
 
 def test_the_same_range_reads_the_same_after_more_appends(client: TestClient) -> None:

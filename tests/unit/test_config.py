@@ -59,6 +59,7 @@ def test_components_are_given_typed_views_of_the_settings() -> None:
         max_read_bytes=20,
         max_read_from_start_bytes=30,
         max_response_bytes=40_000,
+        max_bounded_read_bytes=50,
         poll_interval=0.5,
         long_poll_timeout=7,
         sse_lifetime=9,
@@ -70,7 +71,7 @@ def test_components_are_given_typed_views_of_the_settings() -> None:
     )
     streams = settings.stream_settings
     assert streams.base_path == "/s"
-    assert streams.limits == SizeLimits(10, 20, 30, 40_000)
+    assert streams.limits == SizeLimits(10, 20, 30, 40_000, 50)
     assert streams.live == LiveReads(0.5, 7, sse_window=False, sse_seconds=9)
     assert streams.cache_rules == CacheRules("public", 3, 300, 1, 7)
     assert settings.origin_lock_settings == OriginLockSettings("reads", "a" * 16, None, 11)
