@@ -47,7 +47,7 @@ class SizeLimits:
 
     max_append_bytes: int
     max_read_bytes: int  # a read's data, except a catch-up read from a stream's start
-    max_read_from_start_bytes: int | None  # that read's (None or 0: max_response_bytes)
+    max_read_from_start_bytes: int | None  # that read's, unbounded (None or 0: max_response)
     max_response_bytes: int  # a response body once encoded for the front door
     max_bounded_read_bytes: int = 8 * MIB  # a bounded catch-up read's (`until`), from anywhere
 
@@ -157,7 +157,8 @@ class Settings(BaseModel):
     max_read_from_start_bytes: int | None = Field(
         None,
         ge=0,
-        description="largest catch-up response for a read from a stream's start (unset or 0: "
+        description="largest response to an unbounded catch-up read from a stream's start "
+        "(a bounded one takes max_bounded_read_bytes; unset or 0: "
         "what the front door carries, max_response_bytes, so one request reads a whole "
         "stream up to that size)",
     )
@@ -171,7 +172,7 @@ class Settings(BaseModel):
         gt=0,
         description="largest response to a bounded catch-up read (`until`: a bulk reader's, "
         "such as the Spark source's), from any offset; never less than max_read_bytes, never "
-        "more than the front door carries",
+        "more than three quarters of max_response_bytes (room for base64 and escapes)",
     )
     max_append_bytes: int = Field(4 * MIB, gt=0, description="largest accepted request body")
     inline_max_bytes: int = Field(64 * 1024, gt=0, le=200 * 1024)

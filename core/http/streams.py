@@ -501,8 +501,9 @@ class StreamEndpoints:
 
     def _read_size(self, position: int, read: ReadRequest) -> int:
         """How much a response may carry. A bounded catch-up read (`until`, a bulk reader's)
-        takes `max_bounded_read_bytes` from wherever it starts, so a range is read in pieces
-        its reader can work on while the next one comes. An unbounded catch-up read from the
+        takes `max_bounded_read_bytes` from wherever it starts (at most three quarters of the
+        front door's limit), so a range is read in pieces its reader can work on while the
+        next one comes. An unbounded catch-up read from the
         stream's start may fill a whole response (the front door's limit: one request reads
         a whole stream up to that size, as clients that make exactly one request need); every
         other read, and every live one, takes `max_read_bytes`, so catching up on a long
@@ -510,8 +511,11 @@ class StreamEndpoints:
         "Reads")."""
         limits = self.limits
         if read.until is not None:
-            bounded = min(limits.max_bounded_read_bytes, limits.max_response_bytes)
-            return max(limits.max_read_bytes, bounded)
+            # Three quarters of what the front door carries: the room base64 (binary inside
+            # Lambda) and the escaping of JSON's quotes take, so a piece is not read only to be
+            # cut (`fit_read`) and read again.
+            front_door = limits.max_response_bytes * 3 // 4
+            return max(limits.max_read_bytes, min(limits.max_bounded_read_bytes, front_door))
         if (position == 0 or read.start.kind is StartKind.BEGINNING) and read.live is None:
             return max(
                 limits.max_read_bytes,

@@ -5,6 +5,7 @@ it are unchanged (the conformance suite checks those)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
@@ -67,15 +68,41 @@ def test_a_bounded_read_stops_at_the_bound_page_by_page(client: TestClient) -> N
     assert client.get(url, params={"offset": first}).content == b"ghij"
 
 
-def test_a_bounded_read_takes_no_more_than_the_front_door_carries(backend: Backend) -> None:
-    limits = {"max_read_bytes": 4, "max_bounded_read_bytes": 1 << 30}
-    settings = backend.settings.model_copy(update={**limits, "max_response_bytes": 16 * 1024})
+FRONT_DOOR = 16 * 1024
+
+
+@pytest.mark.parametrize(
+    ("limits", "asked"),
+    [
+        # Three quarters of what the front door carries: room for base64 and escapes.
+        ({"max_read_bytes": 4, "max_bounded_read_bytes": 1 << 30}, FRONT_DOOR * 3 // 4),
+        ({"max_read_bytes": 4, "max_bounded_read_bytes": 5_000}, 5_000),
+        ({"max_read_bytes": 6_000, "max_bounded_read_bytes": 5_000}, 6_000),  # never less
+    ],
+)
+def test_what_a_bounded_read_asks_the_store_for(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch, limits: dict[str, int], asked: int
+) -> None:
+    settings = backend.settings.model_copy(update={**limits, "max_response_bytes": FRONT_DOOR})
+    asks: list[int] = []
+    read = backend.store.read
+
+    def spied(info: Any, start: int, max_bytes: int, whole: bool = False) -> Any:
+        asks.append(max_bytes)
+        return read(info, start, max_bytes, whole)
+
     with TestClient(create_app(settings, backend.store)) as client:
         url = "/v1/stream/large"
         client.put(url, headers=TEXT)
         tail = append(client, url, b"x" * 40_000, TEXT)
+        monkeypatch.setattr(backend.store, "read", spied)
         data, pages = read_range(client, url, "-1", tail)
-        assert data == b"x" * 40_000 and pages == 3
+        assert data == b"x" * 40_000
+        assert pages == -(-40_000 // asked) and asks[0] == asked
+        asks.clear()
+        offset = f"{0:016d}_{20_000:016d}"  # from elsewhere alike
+        assert client.get(url, params={"offset": offset, "until": tail}).status_code == 200
+        assert asks == [asked]
 
 
 def test_the_same_range_reads_the_same_after_more_appends(client: TestClient) -> None:
@@ -153,8 +180,9 @@ def test_an_empty_range_at_an_exact_offset_names_it_exactly(client: TestClient) 
 
 def test_a_json_range_that_fits_a_response_is_read_in_one(backend: Backend) -> None:
     """The bound counts data bytes, a JSON body its separators too: a range of many small
-    messages, read from the middle of a stream (where a response holds `max_read_bytes`),
-    comes back whole in one request rather than all but its last messages."""
+    messages, read from the middle of a stream (where the bound, not the response's size,
+    limits the read), comes back whole in one request rather than all but its last
+    messages."""
     settings = backend.settings.model_copy(update={"max_read_bytes": 4096})
     with TestClient(create_app(settings, backend.store)) as client:
         url = "/v1/stream/json-range"

@@ -48,7 +48,9 @@ STREAMS: list[tuple[str, str, bytes]] = [
     # Mangum's text test is case-sensitive: this one leaves Lambda as base64.
     ("upper-json", "APPLICATION/JSON", json.dumps(ESCAPED_JSON).encode()),
 ]
-MODES = ["catch-up", "long-poll", "sse"]
+MODES = ["catch-up", "bounded", "long-poll", "sse"]
+# A bound past the tail: the read stops at the tail (a bulk reader's read, `until`).
+PAST_THE_TAIL = f"{0:016d}_{999_999_999:016d}"
 
 
 def _app_host(kind: str, backend: Backend, **settings: Any) -> Host:
@@ -91,9 +93,14 @@ def parse_sse(body: bytes) -> tuple[list[str], dict[str, Any]]:
 
 def read_whole(host: Host, name: str, content_type: str, mode: str, limit: int) -> list[bytes]:
     """Every piece of the stream, read in `mode`; each answer checked against `limit`.
-    Catch-up stops when up to date, long-poll at its first 204, SSE at a window that brought
-    no data."""
-    live = {"catch-up": "", "long-poll": "&live=long-poll", "sse": "&live=sse"}[mode]
+    Catch-up (bounded or not) stops when up to date, long-poll at its first 204, SSE at a
+    window that brought no data."""
+    live = {
+        "catch-up": "",
+        "bounded": f"&until={PAST_THE_TAIL}",
+        "long-poll": "&live=long-poll",
+        "sse": "&live=sse",
+    }[mode]
     pieces: list[bytes] = []
     offset = "-1"
     for _ in range(10_000):
@@ -116,7 +123,7 @@ def read_whole(host: Host, name: str, content_type: str, mode: str, limit: int) 
         if "json" in content_type.lower():
             assert isinstance(json.loads(answer.body), list)
         pieces.append(answer.body)
-        if mode == "catch-up" and answer.headers.get("stream-up-to-date") == "true":
+        if mode in {"catch-up", "bounded"} and answer.headers.get("stream-up-to-date") == "true":
             return pieces
         offset = answer.headers["stream-next-offset"]
     raise AssertionError("the read never reached the tail")
