@@ -503,12 +503,11 @@ class StreamEndpoints:
         """How much a response may carry. A bounded catch-up read (`until`, a bulk reader's)
         takes `max_bounded_read_bytes` from wherever it starts (at most three quarters of the
         front door's limit), so a range is read in pieces its reader can work on while the
-        next one comes. An unbounded catch-up read from the
-        stream's start may fill a whole response (the front door's limit: one request reads
-        a whole stream up to that size, as clients that make exactly one request need); every
-        other read, and every live one, takes `max_read_bytes`, so catching up on a long
-        stream through a CDN fetches the same bytes from the origin as before (docs/protocol.md,
-        "Reads")."""
+        next one comes. An unbounded catch-up read from the stream's start may fill a whole
+        response (the front door's limit: one request reads a whole stream up to that size,
+        as clients that make exactly one request need); every other read, and every live
+        one, takes `max_read_bytes`, so catching up on a long stream through a CDN fetches
+        the same bytes from the origin as before (docs/protocol.md, "Reads")."""
         limits = self.limits
         if read.until is not None:
             # Three quarters of what the front door carries: the room base64 (binary inside
