@@ -49,7 +49,7 @@ class SizeLimits:
     max_read_bytes: int  # a read's data, except a catch-up read from a stream's start
     max_read_from_start_bytes: int | None  # that read's, unbounded (None or 0: max_response)
     max_response_bytes: int  # a response body once encoded for the front door
-    max_bounded_read_bytes: int = 8 * MIB  # a bounded catch-up read's (`until`), from anywhere
+    max_bounded_read_bytes: int  # a bounded catch-up read's (`until`), from anywhere
 
 
 @dataclass(frozen=True)
