@@ -34,7 +34,12 @@ from durable_streams_aws.core.protocol.headers import (
 )
 from durable_streams_aws.core.protocol.jsonmode import LINES_OPEN, split_messages
 from durable_streams_aws.core.protocol.offsets import format_offset, parse_offset
-from durable_streams_aws.core.storage import ReadBatch, Snapshot, StreamInfo
+from durable_streams_aws.core.storage import (
+    ReadBatch,
+    Snapshot,
+    StreamInfo,
+    bounded_read_budget,
+)
 
 from ._plan import BEGINNING, FIRST, Origin, StreamSlice, StreamState, position, rank
 from ._responses import response_messages
@@ -168,6 +173,7 @@ class StorageAccess:
         if info is None or info.soft_deleted:
             raise StreamNotFound(f"stream {piece.stream!r} was deleted while being read")
         end = position(piece.end)
+        json_stream = is_json(info.content_type)
         if end > info.tail:
             raise StreamNotFound(f"stream {piece.stream!r} was re-created while being read")
         if piece.start != BEGINNING and parse_offset(piece.start).snapshot:
@@ -185,7 +191,10 @@ class StorageAccess:
                     offset=Offset(format_offset(at)),
                     earliest_offset=Offset(earliest),
                 )
-            batch = self.store.read(info, at, min(DIRECT_READ_BYTES, end - at)).before(end)
+            # Room for a JSON read's separators: with only `end - at`, each read would stop
+            # short by a byte a message, and a range would take several reads to finish.
+            most = min(DIRECT_READ_BYTES, bounded_read_budget(end - at, json_stream))
+            batch = self.store.read(info, at, most).before(end)
             if batch.end == at:
                 raise ValueError(f"{piece.stream}: no data between {at} and {end}")
             yield batch

@@ -46,6 +46,7 @@ from ..storage import (
     StoreUnavailable,
     StreamInfo,
     StreamStore,
+    bounded_read_budget,
 )
 from ..telemetry import Metric, NoTelemetry, Telemetry
 from . import responses as r
@@ -437,10 +438,9 @@ class StreamEndpoints:
         elif bound is None:
             batch = await self.call_store(self.store.read, info, position, most, whole)
         elif bound > position:
-            # A JSON body counts its separators too (a byte per message at most per byte of
-            # data): room for them, or a range read whole would need a second request.
-            span = bound - position
-            most = min(most, 2 * span + 2 if is_json(info.content_type) else span)
+            # Room for a JSON body's separators, or a range read whole would need a second
+            # request.
+            most = min(most, bounded_read_budget(bound - position, is_json(info.content_type)))
             batch = await self.call_store(self.store.read, info, position, most, whole)
             batch = batch.before(bound)
             if batch.end == batch.start:

@@ -21,6 +21,7 @@ from .model import (
     StoreUnavailable,
     StreamInfo,
     StreamPage,
+    bounded_read_budget,
 )
 
 # The collector and the sealer run in functions of their own (and `dsaws`): the API function,
@@ -62,5 +63,6 @@ __all__ = [
     "StreamInfo",
     "StreamPage",
     "StreamStore",
+    "bounded_read_budget",
     "gather_stats",
 ]

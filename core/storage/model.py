@@ -307,6 +307,13 @@ class ReadBatch:
         return ReadBatch(self.start, end, data=self.data[: end - self.start], ends=ends)
 
 
+def bounded_read_budget(span: int, json_mode: bool) -> int:
+    """What a read must be allowed to take (its `max_bytes`) for `span` bytes of data from
+    where it starts to come in one read: a JSON read's budget counts the body it is served
+    as, a separator per message and the brackets too, and a message is at least a byte."""
+    return 2 * span + 2 if json_mode else span
+
+
 @dataclass(frozen=True)
 class StreamPage:
     """Some of the streams under a prefix, and where the listing goes on (None: it is done)."""

@@ -11,6 +11,8 @@ import pytest
 from spark_support import Served
 
 from durable_streams_aws.client import DurableStream
+from durable_streams_aws.pipeline._access import StorageAccess
+from durable_streams_aws.pipeline._plan import BEGINNING, Origin, StreamSlice
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -71,6 +73,29 @@ def test_direct_reads_split_long_ranges_at_chunk_boundaries(
     assert split.rdd.getNumPartitions() >= 5
     assert table(split) == table(whole)
     assert [json.loads(r.message) for r in split.orderBy("offset").collect()] == shop["shop/orders"]
+
+
+def test_a_direct_read_takes_a_json_range_within_its_budget_in_one_read(
+    served: Served, shop: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JSON read's budget counts a separator a message: a range read with only its own
+    length as the budget stopped short, and took several reads of the store to finish."""
+    origin = Origin(table=served.table, bucket=served.bucket, endpoint=served.endpoint)
+    reader = StorageAccess(origin)
+    budgets: list[int] = []
+    read = reader.store.read
+
+    def counted(info: Any, at: int, most: int, whole: bool = False) -> Any:
+        budgets.append(most)
+        return read(info, at, most, whole)
+
+    monkeypatch.setattr(reader.store, "read", counted)
+    state = reader.state("shop/orders")
+    assert state is not None
+    piece = StreamSlice("shop/orders", BEGINNING, state.tail, state.content_type)
+    batches = list(reader.read(piece))
+    assert len(budgets) == 1 and len(batches) == 1
+    assert [json.loads(message) for message in batches[0].messages] == shop["shop/orders"]
 
 
 def test_json_messages_parse_into_a_schema(
