@@ -44,6 +44,7 @@ from durable_streams_aws.core.storage import (
 from ._plan import BEGINNING, FIRST, Origin, StreamSlice, StreamState, position, rank
 from ._responses import response_messages
 from ._rows import LinedRead, Read, SnapshotRead
+from ._transport import Urllib3Transport
 
 # How much one direct read asks the store for (the store's reads are a DynamoDB query page
 # plus ranged S3 GETs, so larger reads mean fewer calls).
@@ -240,7 +241,8 @@ def _http_client() -> httpx.Client:
 
 @cache
 def _one_http_client() -> httpx.Client:
-    return httpx.Client(timeout=httpx.Timeout(60.0, connect=10.0))
+    timeout = httpx.Timeout(60.0, connect=10.0)
+    return httpx.Client(timeout=timeout, transport=Urllib3Transport())
 
 
 @cache
