@@ -221,7 +221,13 @@ class Compared:
 
 
 def compare_reads(
-    spark: Any, url: str, endpoint: str, dataset: Dataset, repeats: int, folder: Path
+    spark: Any,
+    url: str,
+    endpoint: str,
+    dataset: Dataset,
+    repeats: int,
+    folder: Path,
+    warmup: int,
 ) -> list[Compared]:
     """The dataset read by Spark's JSON file source, by a Python source that reads nothing (the
     floor of any Python source), and by this source, over HTTP and direct,
@@ -233,8 +239,10 @@ def compare_reads(
     write_lines(dataset, path)
     streams = ",".join(dataset.streams)
     http = {"url": url, "streams": streams}
+    # Partitioned as the source does by default (a partition per stream, small ones packed
+    # into as many as the cores): `bytesPerPartition` splits a long range for more cores than
+    # these two, and here would only make more tasks.
     direct = {"table": TABLE, "bucket": BUCKET, "endpoint": endpoint, "streams": streams}
-    direct["bytesPerPartition"] = str(4 * 1024 * 1024)
 
     def source(options: dict[str, str], schema: bool) -> Callable[[], Any]:
         def frame() -> Any:
@@ -263,8 +271,9 @@ def compare_reads(
     for state in ("as written", "sealed"):
         if state == "sealed":
             seal(endpoint)
+            warmup = min(warmup, 3)  # the same reads, warmed a moment ago
         frames = {FILE_SOURCE: file_source, FLOOR: floor, **reads}
-        results += interleaved(state, dataset, frames, repeats, endpoint)
+        results += interleaved(state, dataset, frames, repeats, endpoint, warmup)
     return results
 
 
@@ -274,11 +283,15 @@ def interleaved(
     frames: dict[str, Callable[[], Any]],
     repeats: int,
     endpoint: str,
+    warmup: int,
 ) -> list[Compared]:
     """Each read timed `repeats` times, in rounds that run every read once (so that what the
-    machine does meanwhile weighs on all of them alike); the AWS calls are the last round's,
-    the CPU readings the median run's."""
+    machine does meanwhile weighs on all of them alike), after `warmup` such rounds untimed;
+    the AWS calls are the last round's, the CPU readings the median run's."""
     runs = {name: materialize(frame) for name, frame in frames.items()}
+    for _ in range(warmup):
+        for run in runs.values():
+            run()
     seconds: dict[str, list[float]] = {name: [] for name in frames}
     readings: dict[str, list[dict[str, float]]] = {name: [] for name in frames}
     calls: dict[str, int] = {}
@@ -384,6 +397,14 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
         "server's own append throughput",
     )
     parser.add_argument(
+        "--warmup",
+        type=int,
+        default=30,
+        help="with --against-file-source, untimed rounds of every read before the first "
+        "workload's are timed (3 before each later one's): the JVM compiles the file source's "
+        "JSON reading over its first few dozen runs, and a cold one would flatter every ratio",
+    )
+    parser.add_argument(
         "--headline-only",
         action="store_true",
         help="with --against-file-source, compare the reads of the headline workload only "
@@ -451,9 +472,10 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
                         compared_sets = datasets(args.messages)
                         if args.headline_only:
                             compared_sets = compared_sets[:1]
-                        for dataset in compared_sets:
+                        for index, dataset in enumerate(compared_sets):
+                            warmup = args.warmup if index == 0 else min(args.warmup, 3)
                             compared += compare_reads(
-                                spark, url, endpoint, dataset, args.repeats, Path(folder)
+                                spark, url, endpoint, dataset, args.repeats, Path(folder), warmup
                             )
             finally:
                 if own_session:
