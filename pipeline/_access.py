@@ -44,7 +44,7 @@ from durable_streams_aws.core.storage import (
 from ._plan import BEGINNING, FIRST, Origin, StreamSlice, StreamState, position, rank
 from ._responses import response_messages
 from ._rows import LinedRead, Read, SnapshotRead
-from ._transport import Urllib3Transport
+from ._transport import bulk_transport
 
 # How much one direct read asks the store for (the store's reads are a DynamoDB query page
 # plus ranged S3 GETs, so larger reads mean fewer calls).
@@ -192,10 +192,13 @@ class StorageAccess:
                     offset=Offset(format_offset(at)),
                     earliest_offset=Offset(earliest),
                 )
-            # Room for a JSON read's separators: with only `end - at`, each read would stop
-            # short by a byte a message, and a range would take several reads to finish.
-            most = min(DIRECT_READ_BYTES, bounded_read_budget(end - at, json_stream))
-            batch = self.store.read(info, at, most).before(end)
+            # Room for a JSON read's separators (with only `end - at`, each read stopped short
+            # by a byte a message), where the read stops at `end` rather than spend that room
+            # past it: not in what a fork inherited, read with no more than its own length.
+            bounded = info.ending_at(end)
+            room = json_stream and bounded.tail == end
+            most = min(DIRECT_READ_BYTES, bounded_read_budget(end - at, room))
+            batch = self.store.read(bounded, at, most).before(end)
             if batch.end == at:
                 raise ValueError(f"{piece.stream}: no data between {at} and {end}")
             yield batch
@@ -242,7 +245,7 @@ def _http_client() -> httpx.Client:
 @cache
 def _one_http_client() -> httpx.Client:
     timeout = httpx.Timeout(60.0, connect=10.0)
-    return httpx.Client(timeout=timeout, transport=Urllib3Transport())
+    return httpx.Client(timeout=timeout, transport=bulk_transport())
 
 
 @cache

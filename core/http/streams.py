@@ -316,8 +316,10 @@ class StreamEndpoints:
         end, rest = snapshot.at, ()
         if room > 0 and snapshot.at < bound:
             # JSON bytes count their separators too: bound only what `until` asks for.
-            most = room if read.until is None else min(room, 2 * (bound - snapshot.at) + 2)
-            after = await self.call_store(self.store.read, info, snapshot.at, most)
+            span = bound - snapshot.at
+            most = room if read.until is None else min(room, bounded_read_budget(span, True))
+            bounded = info.ending_at(bound)
+            after = await self.call_store(self.store.read, bounded, snapshot.at, most)
             after = after.before(bound)
             end, rest = after.end, after.messages or ()
         batch = ReadBatch(snapshot.at, end, messages=messages + rest)
@@ -439,9 +441,10 @@ class StreamEndpoints:
             batch = await self.call_store(self.store.read, info, position, most, whole)
         elif bound > position:
             # Room for a JSON body's separators, or a range read whole would need a second
-            # request.
+            # request; the read stops at `bound` rather than spend that room past it.
             most = min(most, bounded_read_budget(bound - position, is_json(info.content_type)))
-            batch = await self.call_store(self.store.read, info, position, most, whole)
+            bounded = info.ending_at(bound)
+            batch = await self.call_store(self.store.read, bounded, position, most, whole)
             batch = batch.before(bound)
             if batch.end == batch.start:
                 raise bad_request("until is not at a message boundary")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from ..protocol.append import AppendDecision
@@ -156,6 +156,15 @@ class StreamInfo:
     def segments(self) -> tuple[Segment, ...]:
         """Where every position up to the tail is stored, in order."""
         return (*self.inherited, Segment(self.incarnation, self.fork_position, self.tail))
+
+    def ending_at(self, position: int) -> StreamInfo:
+        """The stream as a read that must stop at `position` sees it: its own data ending
+        there (a read takes nothing past its last segment's end), so that a read's budget is
+        not spent on data it would drop. Itself when `position` is at or past the tail, or
+        lies in what a fork inherited (whose segments end where the fork began)."""
+        if position >= self.tail or position < self.fork_position:
+            return self
+        return replace(self, tail=position)
 
     def segments_until(self, position: int) -> tuple[Segment, ...]:
         """What a fork at `position` inherits: the non-empty parts of our segments below it."""

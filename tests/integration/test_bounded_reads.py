@@ -193,3 +193,34 @@ def test_a_json_range_that_fits_a_response_is_read_in_one(backend: Backend) -> N
         answer = client.get(url, params={"offset": start, "until": end})
         assert answer.headers["stream-next-offset"] == end
         assert answer.json() == list(range(100))
+
+
+@pytest.mark.parametrize("from_the_start", [False, True])
+def test_a_bounded_read_takes_nothing_past_its_bound_from_the_store(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch, from_the_start: bool
+) -> None:
+    """The room left for a JSON body's separators (twice the range) is not spent on the
+    messages after the bound, only to be dropped: the store's read itself ends there."""
+    ends: list[int] = []
+    read = backend.store.read
+
+    def spied(info: Any, start: int, max_bytes: int, whole: bool = False) -> Any:
+        batch = read(info, start, max_bytes, whole)
+        ends.append(batch.end)
+        return batch
+
+    with TestClient(create_app(backend.settings, backend.store)) as client:
+        url = f"/v1/stream/bounded-store-{from_the_start}"
+        client.put(url, headers=JSON)
+        tails = [
+            append(client, url, b"[" + b",".join(b'{"n":%d}' % n for n in range(50)) + b"]", JSON)
+            for _ in range(10)
+        ]
+        bound = tails[4]
+        monkeypatch.setattr(backend.store, "read", spied)
+        start = "-1" if from_the_start else tails[0]
+        answer = client.get(url, params={"offset": start, "until": bound})
+        assert answer.status_code == 200
+        assert answer.headers["stream-next-offset"] == bound
+        position = int(bound.rsplit("_", 1)[1])
+        assert ends and max(ends) == position

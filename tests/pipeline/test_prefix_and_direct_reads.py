@@ -11,6 +11,7 @@ import pytest
 from spark_support import Served
 
 from durable_streams_aws.client import DurableStream
+from durable_streams_aws.core.protocol.offsets import format_offset
 from durable_streams_aws.pipeline._access import StorageAccess
 from durable_streams_aws.pipeline._plan import BEGINNING, Origin, StreamSlice
 
@@ -75,27 +76,37 @@ def test_direct_reads_split_long_ranges_at_chunk_boundaries(
     assert [json.loads(r.message) for r in split.orderBy("offset").collect()] == shop["shop/orders"]
 
 
-def test_a_direct_read_takes_a_json_range_within_its_budget_in_one_read(
-    served: Served, shop: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("to_the_tail", [True, False])
+def test_a_direct_read_takes_a_json_range_in_one_read_and_nothing_past_it(
+    served: Served, shop: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch, to_the_tail: bool
 ) -> None:
     """A JSON read's budget counts a separator a message: a range read with only its own
-    length as the budget stopped short, and took several reads of the store to finish."""
+    length as the budget stopped short, and took several reads of the store to finish. The
+    room is not spent past the range's end either (a split piece ends before the tail)."""
     origin = Origin(table=served.table, bucket=served.bucket, endpoint=served.endpoint)
     reader = StorageAccess(origin)
-    budgets: list[int] = []
+    ends: list[int] = []
     read = reader.store.read
 
     def counted(info: Any, at: int, most: int, whole: bool = False) -> Any:
-        budgets.append(most)
-        return read(info, at, most, whole)
+        batch = read(info, at, most, whole)
+        ends.append(batch.end)
+        return batch
 
-    monkeypatch.setattr(reader.store, "read", counted)
     state = reader.state("shop/orders")
     assert state is not None
-    piece = StreamSlice("shop/orders", BEGINNING, state.tail, state.content_type)
+    end = state.tail
+    if not to_the_tail:
+        info = reader.store.get("shop/orders")
+        assert info is not None
+        end = format_offset(list(reader.store.boundaries(info, 0, info.tail))[5])
+    monkeypatch.setattr(reader.store, "read", counted)
+    piece = StreamSlice("shop/orders", BEGINNING, end, state.content_type)
     batches = list(reader.read(piece))
-    assert len(budgets) == 1 and len(batches) == 1
-    assert [json.loads(message) for message in batches[0].messages] == shop["shop/orders"]
+    assert len(ends) == 1 and len(batches) == 1
+    assert ends == [int(end.rsplit("_", 1)[1])]  # the store's read itself ends there
+    expected = shop["shop/orders"] if to_the_tail else shop["shop/orders"][:60]
+    assert [json.loads(message) for message in batches[0].messages] == expected
 
 
 def test_json_messages_parse_into_a_schema(

@@ -127,3 +127,23 @@ def test_a_fork_takes_its_source_s_content_type_and_expiry_unless_it_asks() -> N
         5,
         None,
     )
+
+
+def test_a_stream_read_up_to_a_position_ends_its_own_data_there() -> None:
+    """`StreamInfo.ending_at`: a read bounded inside the stream's own data sees it end at the
+    bound; at or past the tail, or inside what a fork inherited, it is the stream as it is."""
+    fork = replace(
+        SOURCE,
+        path="fork",
+        incarnation="inc-fork",
+        tail=30,
+        fork_position=12,
+        inherited=SOURCE.segments_until(12),
+    )
+    bounded = fork.ending_at(20)
+    assert bounded.segments() == (*fork.inherited, replace(fork.segments()[-1], end=20))
+    assert replace(bounded, tail=fork.tail) == fork  # nothing else differs
+    for unchanged in (30, 31, 11, 0):
+        assert fork.ending_at(unchanged) is fork
+    assert fork.ending_at(12).segments()[-1].end == 12  # its own data, empty
+    assert SOURCE.ending_at(7).segments() == (replace(SOURCE.segments()[0], end=7),)
