@@ -1,10 +1,12 @@
 """The pipeline's urllib3 transport answers as httpx's own does: the same bodies, statuses and
-headers, bodies streamed when their length is not known, the errors the client's retries tell
-apart, and a connection left with part of a body unread is not used again."""
+headers, bodies of unknown length handed on as they arrive, the errors the client's retries
+tell apart, a connection left with part of a body unread not used again, and httpx's own
+transport where the environment names a proxy."""
 
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -12,10 +14,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, SSLError
 
-from durable_streams_aws.pipeline._transport import Urllib3Transport
+from durable_streams_aws.pipeline._transport import Urllib3Transport, bulk_transport, translated
 
 BIG = bytes(range(256)) * 40_000  # 10 MB
+# Set by a test once it has the first piece of a body: only then is the rest sent.
+RELEASE = threading.Event()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -39,8 +44,24 @@ class _Handler(BaseHTTPRequestHandler):
             for piece in (b"event: data\n", b"data: [1]\n\n"):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                 self.wfile.flush()
-                time.sleep(0.3)  # a live read's next event comes later
+                RELEASE.wait(10)  # a live read's next event comes later
             self.wfile.write(b"0\r\n\r\n")
+        elif (
+            self.path == "/until-close"
+        ):  # neither a length nor chunks: it ends with the connection
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(b"data: first\n\n")
+            self.wfile.flush()
+            RELEASE.wait(10)
+            self.wfile.write(b"data: second\n\n")
+            self.close_connection = True
+        elif self.path == "/latin":
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.send_header("X-Name", "café")
+            self.end_headers()
         elif self.path == "/slow":
             time.sleep(1.0)
             self._answer(200, b"late")
@@ -116,12 +137,22 @@ def test_a_request_body_and_repeated_headers_go_through(server: str, client: htt
     assert answer.headers["stream-next-offset"] == "a"
 
 
-def test_a_body_of_unknown_length_is_streamed_as_it_comes(
-    server: str, client: httpx.Client
+@pytest.mark.parametrize("path", ["/chunked", "/until-close"])
+def test_a_body_of_unknown_length_is_handed_on_as_it_arrives(
+    server: str, client: httpx.Client, path: str
 ) -> None:
-    with client.stream("GET", f"{server}/chunked") as answer:
-        pieces = list(answer.iter_raw())
-    assert b"".join(pieces) == b"event: data\ndata: [1]\n\n"
+    RELEASE.clear()
+    with client.stream("GET", f"{server}{path}") as answer:
+        pieces = answer.iter_raw()
+        first = next(pieces)  # before the server has sent the rest: it waits for this
+        RELEASE.set()
+        rest = b"".join(pieces)
+    assert first in (b"event: data\n", b"data: first\n\n")
+    assert first + rest in (b"event: data\ndata: [1]\n\n", b"data: first\n\ndata: second\n\n")
+
+
+def test_header_bytes_come_back_as_sent(server: str, client: httpx.Client) -> None:
+    assert client.get(f"{server}/latin").headers["x-name"] == "café"
 
 
 def test_connections_are_kept_and_one_left_unread_is_not_reused(
@@ -131,9 +162,11 @@ def test_connections_are_kept_and_one_left_unread_is_not_reused(
     assert len(ports) == 1  # one connection served all three
     with client.stream("GET", f"{server}/big") as answer:
         next(answer.iter_raw())  # the first of 10 MB (in one read), then given up on
+    RELEASE.clear()
     with client.stream("GET", f"{server}/chunked") as answer:
         first = next(answer.iter_raw())
     assert first.startswith(b"event")
+    RELEASE.set()
     # The rest of the chunked body was never read: the next call must not see it.
     assert client.get(f"{server}/big").content == BIG
     assert client.post(f"{server}/echo", content=b"xy").content == b"yx"
@@ -151,3 +184,26 @@ def test_a_slow_answer_is_a_read_timeout(server: str) -> None:
     hurried = httpx.Client(transport=Urllib3Transport(), timeout=httpx.Timeout(0.2))
     with hurried, pytest.raises(httpx.ReadTimeout):
         hurried.get(f"{server}/slow")
+
+
+def test_only_failures_before_anything_was_sent_are_connect_errors() -> None:
+    refused = SSLError(ssl.SSLCertVerificationError("certificate verify failed"))
+    assert translated(refused) is httpx.ConnectError
+    assert translated(NewConnectionError(None, "refused")) is httpx.ConnectError
+    assert translated(ConnectTimeoutError("slow to connect")) is httpx.ConnectTimeout
+    # A TLS record gone bad may come after the request went out: maybe delivered.
+    assert translated(SSLError(ssl.SSLError("bad record mac"))) is httpx.ReadError
+
+
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+def test_httpx_s_own_transport_where_the_environment_names_a_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in _PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    assert isinstance(bulk_transport(), Urllib3Transport)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    assert bulk_transport() is None  # httpx's own transport, which goes through the proxy
