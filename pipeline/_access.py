@@ -195,7 +195,8 @@ class StorageAccess:
             # Room for a JSON read's separators (with only `end - at`, each read stopped short
             # by a byte a message), where the read stops at `end` rather than spend that room
             # past it: not in what a fork inherited, read with no more than its own length.
-            bounded = info.ending_at(end)
+            # A byte read's budget is the range itself (`end` may lie inside an append).
+            bounded = info.ending_at(end) if json_stream else info
             room = json_stream and bounded.tail == end
             most = min(DIRECT_READ_BYTES, bounded_read_budget(end - at, room))
             batch = self.store.read(bounded, at, most).before(end)

@@ -441,9 +441,12 @@ class StreamEndpoints:
             batch = await self.call_store(self.store.read, info, position, most, whole)
         elif bound > position:
             # Room for a JSON body's separators, or a range read whole would need a second
-            # request; the read stops at `bound` rather than spend that room past it.
-            most = min(most, bounded_read_budget(bound - position, is_json(info.content_type)))
-            bounded = info.ending_at(bound)
+            # request; the read stops at `bound` rather than spend that room past it. (A byte
+            # read's budget is the range itself: it never passes `bound`, and where `bound`
+            # lies inside an append its end is named as such, not as an append's end.)
+            json_mode = is_json(info.content_type)
+            most = min(most, bounded_read_budget(bound - position, json_mode))
+            bounded = info.ending_at(bound) if json_mode else info
             batch = await self.call_store(self.store.read, bounded, position, most, whole)
             batch = batch.before(bound)
             if batch.end == batch.start:

@@ -224,3 +224,19 @@ def test_a_bounded_read_takes_nothing_past_its_bound_from_the_store(
         assert answer.headers["stream-next-offset"] == bound
         position = int(bound.rsplit("_", 1)[1])
         assert ends and max(ends) == position
+
+
+def test_a_byte_range_that_ends_inside_an_append_names_its_end_exactly(
+    client: TestClient,
+) -> None:
+    """An exact offset (inside an append) as the bound: the response ends there and says so,
+    with the same exact offset, not as if an append ended there."""
+    url = "/v1/stream/bytes-inside"
+    client.put(url, headers=TEXT)
+    tail = append(client, url, b"abcdefghij", TEXT)
+    first = client.get(url, params={"offset": "-1", "until": tail})  # 8 bytes a piece here
+    inside = first.headers["stream-next-offset"]
+    assert first.content == b"abcdefgh" and inside != tail
+    answer = client.get(url, params={"offset": "-1", "until": inside})
+    assert answer.content == b"abcdefgh"
+    assert answer.headers["stream-next-offset"] == inside
