@@ -15,6 +15,7 @@ from __future__ import annotations
 import ssl
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import urllib3
@@ -114,19 +115,13 @@ class _Body(httpx.SyncByteStream):
         self._answer.release_conn()
 
 
-class _as_httpx_errors:
+@contextmanager
+def _as_httpx_errors(request: httpx.Request) -> Iterator[None]:
     """urllib3's failures raised as the httpx errors they are (`httpx.TransportError`s)."""
-
-    def __init__(self, request: httpx.Request) -> None:
-        self._request = request
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, failure: BaseException | None, trace: object) -> None:
-        if failure is None or not isinstance(failure, Urllib3Error):
-            return
-        raise translated(failure)(str(failure), request=self._request) from failure
+    try:
+        yield
+    except Urllib3Error as failure:
+        raise translated(failure)(str(failure), request=request) from failure
 
 
 def translated(failure: Urllib3Error) -> type[httpx.TransportError]:
