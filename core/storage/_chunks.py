@@ -414,12 +414,23 @@ class ChunkStore:
         recent = self.recent if reach is not None else None
         while position < segment.end:
             known = self.segments.covering(segment.incarnation, position)
-            if known is None and recent is not None:
-                known = recent.covering(segment.incarnation, position)
-            if known is None:
+            if known is not None:
+                yield known
+                position = known.end
+                continue
+            if recent is None or reach is None:
                 break
-            yield known
-            position = known.end
+            # Cached chunks, a run at a time, up to the next known segment (which answers
+            # its positions first) and not far past what the budget reaches.
+            limit = min(segment.end, max(reach, position) + self.inline_max_bytes)
+            ahead = self.segments.next_start(segment.incarnation, position)
+            run = recent.run(
+                segment.incarnation, position, limit if ahead is None else min(limit, ahead)
+            )
+            if not run:
+                break
+            yield from run
+            position = run[-1].end
         else:
             return
         if reach is None:

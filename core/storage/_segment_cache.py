@@ -69,6 +69,16 @@ class SegmentCache:
                 return known[index]
             return None
 
+    def next_start(self, incarnation: str, position: int) -> int | None:
+        """Where the first known segment starting after `position` starts (None: none does).
+        A reader that found no segment holding `position` meets none before there."""
+        with self._lock:
+            known = self._by_incarnation.get(incarnation)
+            if not known:
+                return None
+            index = bisect_right(known, position, key=lambda s: s.start)
+            return known[index].start if index < len(known) else None
+
     def forget(self, incarnation: str) -> None:
         """Drop what is known of an incarnation: one of its objects was found gone, so others
         learnt at the same time may be too (segments grown again and again)."""

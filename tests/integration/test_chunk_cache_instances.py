@@ -7,7 +7,9 @@ the stream deleted and made again."""
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -147,3 +149,41 @@ def test_a_small_cache_reads_from_memory_and_the_table_in_turn(backend: Backend)
     assert small.chunks.recent.held_bytes <= 2000
     assert read_all(small, "s", budget=300) == expected.units
     same_reads(small, store_on(backend, chunk_cache_bytes=0), "s", expected.boundaries())
+
+
+class CountingLock:
+    """A lock that counts how often it is taken."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self.taken += 1
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def test_a_read_of_many_cached_chunks_takes_the_caches_locks_a_few_times(
+    backend: Backend, queries: Queries
+) -> None:
+    """Taking a cache's lock for every chunk made two threads reading cached chunks at once
+    several times slower than one after the other (the lock and the GIL handed back and
+    forth); a read takes cached chunks a run at a time. Two readers at once read what one
+    reads."""
+    writer = store_on(backend)
+    writer.create("many", CreateSpec(JSON))
+    expected = Expected(JSON)
+    for n in range(400):
+        append_units(writer, "many", expected, [b'{"n":%d}' % n])
+    locks = CountingLock(), CountingLock()
+    writer.chunks.recent._lock, writer.chunks.segments._lock = locks  # type: ignore[assignment]
+    queries.taken()
+    assert read_all(writer, "many") == expected.units
+    assert queries.taken() == 0
+    assert sum(lock.taken for lock in locks) <= 4
+    with ThreadPoolExecutor(2) as pool:
+        both = list(pool.map(lambda _: read_all(writer, "many", budget=700), range(2)))
+    assert both == [expected.units, expected.units]

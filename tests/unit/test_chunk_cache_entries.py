@@ -4,6 +4,7 @@ stays within its bytes."""
 from __future__ import annotations
 
 import random
+import threading
 
 from durable_streams_aws.core.storage._chunk_cache import ChunkCache, cacheable
 from durable_streams_aws.core.storage._chunk_layout import Chunk
@@ -75,3 +76,57 @@ def test_a_chunk_larger_than_the_budget_or_a_zero_budget_keeps_nothing() -> None
     none = ChunkCache(0)
     none.remember("i", [inline(0, 1)])
     assert none.covering("i", 0) is None
+
+
+def test_a_run_is_the_chunks_laid_end_to_end_from_a_position() -> None:
+    cache = ChunkCache(1 << 20)
+    void = Chunk(25, 30, None, None, None, None, void=True)
+    cache.remember("i", [inline(0, 10), inline(10, 25), void, inline(30, 31), inline(40, 50)])
+    assert cache.run("i", 5, 1000) == [inline(0, 10), inline(10, 25), void, inline(30, 31)]
+    assert cache.run("i", 10, 1000) == [inline(10, 25), void, inline(30, 31)]
+    assert cache.run("i", 31, 1000) == []  # not known: read from DynamoDB
+    assert cache.run("i", 45, 1000) == [inline(40, 50)]
+    assert cache.run("other", 0, 1000) == []
+
+
+def test_a_run_stops_before_the_first_chunk_starting_at_its_limit() -> None:
+    cache = ChunkCache(1 << 20)
+    chunks = [inline(n * 10, n * 10 + 10) for n in range(20)]
+    cache.remember("i", chunks)
+    assert cache.run("i", 3, 30) == chunks[:3]
+    assert cache.run("i", 3, 31) == chunks[:4]
+    # The chunk holding the position is always in it, whatever the limit.
+    assert cache.run("i", 57, 0) == [chunks[5]]
+    rng = random.Random(3)
+    for _ in range(200):
+        position, limit = rng.randrange(0, 210), rng.randrange(0, 260)
+        expected = [
+            c for c in chunks if c.end > position and (c.start <= position or c.start < limit)
+        ]
+        assert cache.run("i", position, limit) == expected
+
+
+class CountingLock:
+    """A lock that counts how often it is taken."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self.taken += 1
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def test_a_run_of_many_chunks_takes_the_lock_once() -> None:
+    """Two threads reading cached chunks at once were several times slower than one after the
+    other when each chunk took the lock: a run takes it once."""
+    cache = ChunkCache(1 << 24)
+    cache.remember("i", [inline(n, n + 1) for n in range(5000)])
+    lock = CountingLock()
+    cache._lock = lock  # type: ignore[assignment]
+    assert len(cache.run("i", 0, 5000)) == 5000
+    assert lock.taken == 1

@@ -86,3 +86,30 @@ def test_forgetting_an_incarnation_returns_its_weight() -> None:
     cache.remember("b", segment(0, 10))
     cache.forget("a")
     assert cache.covering("a", 5) is None and cache.weight == weight(segment(0, 10))
+
+
+def test_the_next_known_segment_start_is_found() -> None:
+    rng = random.Random(11)
+    for _ in range(100):
+        cache, told = SegmentCache(), []
+        for _ in range(rng.randrange(0, 12)):
+            start = rng.randrange(0, 1000)
+            piece = segment(start, start + rng.randrange(1, 200), pages=1)
+            cache.remember("i", piece)
+            told.append(piece)
+        for position in range(0, 1300, 3):
+            found = cache.next_start("i", position)
+            if found is None:
+                # Nothing kept starts after `position`: every segment told that does is inside
+                # one kept (which starts at or before it).
+                assert all(
+                    cache.covering("i", s.start) is not None for s in told if s.start > position
+                )
+            else:
+                assert found > position and cache.covering("i", found) is not None
+                # No segment kept starts between `position` and it.
+                assert all(
+                    cache.covering("i", p) is None or cache.covering("i", p).start <= position
+                    for p in range(position + 1, found)
+                )
+    assert SegmentCache().next_start("i", 0) is None
