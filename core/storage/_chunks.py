@@ -174,10 +174,11 @@ class ChunkStore:
                 continue
             # The sealer's hint of where this stream's own sealed history ends.
             sealed = info.sealed if segment.incarnation == info.incarnation else 0
-            reach = None if position < sealed else position + max(budget, 0)
+            reach = position + max(budget, 0)
             # The objects of chunks are fetched ahead, those after sealed history included.
             plan = ReadPlan(max(position, segment.start), budget, segment.end, json_mode)
-            chunks = read_ahead(self._chunks(segment, position, reach), self._s3_get, plan)
+            walk = self._chunks(segment, position, reach, sealed)
+            chunks = read_ahead(walk, self._s3_get, plan)
             for chunk in chunks:
                 if chunk.start > max(position, segment.start):
                     # A chunk a segment replaced, whose neighbours are already deleted:
@@ -393,38 +394,42 @@ class ChunkStore:
                 found.add(segment.end)  # where a fork's inherited range gives way to the next
             yield from sorted(p for p in found if start < p < end)
 
-    def _chunks(self, segment: Segment, position: int, reach: int | None) -> Iterator[Chunk]:
+    def _chunks(
+        self, segment: Segment, position: int, reach: int, sealed: int = 0
+    ) -> Iterator[Chunk]:
         """Chunks and segments of one incarnation that end after `position`, in order of their
         ends. The caller stops at the segment's end, which keeps out chunks committed after
         the metadata it holds and the source's appends after a fork point; a chunk that
         straddles a fork point is cut by the caller. Sealed segments and chunks this process
         already knows (`SegmentCache`, `ChunkCache`) are served without a Query.
 
+        History before `sealed` (where the stream item says sealed history ends) is read as
+        its segments, from memory or queried a page at a time: segment items are small, a
+        page of them teaches the segment cache the layout ahead, and every instance answers
+        that history in the same batches (pages), whatever chunks it remembers. Past it, the
+        read goes on as one that starts there: chunks from memory, then queried.
+
         A reader whose budget ends at `reach` needs the items that end by `reach` and the one
         that straddles it, which, holding its bytes inline, ends less than an inline chunk
         further: the first query stops there. Only a reader that needs more (the straddler is
         a large chunk in S3, or a segment) queries on, a page at a time. Unbounded, a query
-        of 64 KiB chunks read a second 1 MB page to use one chunk of it. History known to be
-        sealed (`reach` None) is queried a page at a time from the start: segment items are
-        small, and a page of them teaches the segment cache the layout ahead.
+        of 64 KiB chunks read a second 1 MB page to use one chunk of it.
         """
         position = max(position, segment.start)
-        # History the stream item says is sealed is read as its segments, from memory or not:
-        # every instance then answers it in the same batches (pages), whatever it remembers.
-        recent = self.recent if reach is not None else None
         while position < segment.end:
             known = self.segments.covering(segment.incarnation, position)
             if known is not None:
                 yield known
                 position = known.end
                 continue
-            if recent is None or reach is None:
-                break
+            if position < sealed:
+                yield from self._sealed_then_on(segment, position, reach, sealed)
+                return
             # Cached chunks, a run at a time, up to the next known segment (which answers
             # its positions first) and not far past what the budget reaches.
             limit = min(segment.end, max(reach, position) + self.inline_max_bytes)
             ahead = self.segments.next_start(segment.incarnation, position)
-            run = recent.run(
+            run = self.recent.run(
                 segment.incarnation, position, limit if ahead is None else min(limit, ahead)
             )
             if not run:
@@ -433,23 +438,46 @@ class ChunkStore:
             position = run[-1].end
         else:
             return
-        if reach is None:
-            yield from self._query_chunks(segment, position)
-            return
         bound = max(reach, position) + self.inline_max_bytes
         yield from self._query_chunks(segment, position, up_to=bound)
         yield from self._query_chunks(segment, bound)
 
+    def _sealed_then_on(
+        self, segment: Segment, position: int, reach: int, sealed: int
+    ) -> Iterator[Chunk]:
+        """The items of sealed history (those ending by `sealed`) queried from `position`, a
+        page at a time; then on from there as `_chunks` goes: the newest chunks, which this
+        process may hold, are not queried with them. Where the read stands follows its own
+        rule: it takes an item that holds its position and passes over any other (a chunk a
+        segment replaced, still there)."""
+        at = position
+        history = self._query_chunks(segment, position, up_to=sealed, page_items=_QUERY_PAGE_ITEMS)
+        for chunk in history:
+            yield chunk
+            if chunk.start <= at < chunk.end:
+                at = chunk.end
+        if at < sealed:
+            # What holds the rest of it ends past `sealed`: the sealer has grown a segment
+            # since the stream item was read. Queried on from there, as it is.
+            yield from self._query_chunks(segment, at)
+            return
+        yield from self._chunks(segment, at, reach, sealed)
+
     def _query_chunks(
-        self, segment: Segment, position: int, up_to: int | None = None
+        self,
+        segment: Segment,
+        position: int,
+        up_to: int | None = None,
+        page_items: int | None = None,
     ) -> Iterator[Chunk]:
         request = self._ending_after(segment.incarnation, position, up_to)
         request["ConsistentRead"] = True
-        if up_to is None:
-            # Unbounded, a page of at most this many items: of segment items (small), enough
-            # to learn the layout ahead without reading a megabyte of them. A bounded query
-            # asks for what the read needs, in as few pages as DynamoDB's 1 MB allows.
-            request["Limit"] = _QUERY_PAGE_ITEMS
+        if up_to is None or page_items is not None:
+            # Unbounded (or through sealed history), a page of at most this many items: of
+            # segment items (small), enough to learn the layout ahead without reading a
+            # megabyte of them. A bounded query of chunks asks for what the read needs, in as
+            # few pages as DynamoDB's 1 MB allows.
+            request["Limit"] = page_items or _QUERY_PAGE_ITEMS
         for page in pages(self.dynamodb.query, request):
             found = [decode_chunk(item) for item in page if item["sk"]["S"].startswith("c#")]
             for chunk in found:

@@ -20,6 +20,7 @@ from sealing_support import (
     append_units,
     check_everywhere,
     filled_stream,
+    partition_items,
 )
 from support import store_on
 
@@ -31,6 +32,7 @@ from durable_streams_aws.core.storage import (
     Sealer,
     SealPolicy,
 )
+from durable_streams_aws.core.storage._chunk_layout import Chunk, decode_chunk
 
 
 class Queries:
@@ -187,3 +189,45 @@ def test_a_read_of_many_cached_chunks_takes_the_caches_locks_a_few_times(
     with ThreadPoolExecutor(2) as pool:
         both = list(pool.map(lambda _: read_all(writer, "many", budget=700), range(2)))
     assert both == [expected.units, expected.units]
+
+
+@pytest.mark.parametrize("content_type", [BYTES, JSON])
+def test_a_read_through_sealed_history_takes_the_newest_chunks_from_memory(
+    backend: Backend, queries: Queries, content_type: str
+) -> None:
+    """Sealed history is read as its segments (queried), and the chunks after it, which the
+    writer holds, come from its memory: the Query of a read from the start finds sealed
+    history's items only, where it went on through the tail's chunks a page at a time. Every
+    read is the batch the table gives."""
+    writer = store_on(backend)
+    expected = filled_stream(writer, "t", content_type, appends=120, seed=5)
+    Sealer(store_on(backend), SealPolicy(segment_bytes=900, hot_bytes=600, page_bytes=300)).seal(
+        "t"
+    )
+    info = writer.get("t")
+    assert info is not None and 0 < info.sealed < info.tail
+    found: list[int] = []
+
+    def items_found(parsed: dict[str, Any], **_: Any) -> None:
+        found.append(len(parsed.get("Items", ())))
+
+    backend.dynamodb.meta.events.register("after-call.dynamodb.Query", items_found)
+    try:
+        batch = writer.read(info, 0, 1 << 20)
+    finally:
+        backend.dynamodb.meta.events.unregister("after-call.dynamodb.Query", items_found)
+    assert batch.end == info.tail
+    history = [c for c in table_chunks(backend, info.incarnation) if c.end <= info.sealed]
+    assert found == [len(history)]
+    want = expected.units if content_type == JSON else expected.data()
+    assert (list(batch.messages or ()) if content_type == JSON else batch.data) == want
+    same_reads(writer, store_on(backend, chunk_cache_bytes=0), "t", expected.boundaries())
+    check_everywhere(writer, "t", expected)
+
+
+def table_chunks(backend: Backend, incarnation: str) -> list[Chunk]:
+    return [
+        decode_chunk(item)
+        for item in partition_items(backend, incarnation)
+        if item["sk"]["S"].startswith("c#")
+    ]

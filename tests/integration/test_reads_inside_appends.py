@@ -343,7 +343,8 @@ def test_a_sealed_byte_segment_starts_with_exactly_the_streams_bytes(backend: Ba
     info = store.get("layout")
     assert info is not None
     stored = instance(backend).chunks  # the items as stored, not this writer's memory of them
-    sealed = [c for c in stored._chunks(info.segments()[0], 0, None) if c.sealed]
+    whole = info.segments()[0]
+    sealed = [c for c in stored._chunks(whole, 0, reach=whole.end) if c.sealed]
     assert sealed
     recorded: list[int] = []
     for held in sealed:

@@ -33,11 +33,14 @@ class Walk:
     def __init__(self) -> None:
         self.store = ChunkStore(None, None, "t", "b", INLINE_MAX)
         self.queried: list[int] = []
+        self.items: list[Chunk] = []  # what the table holds, in order of their ends
         self.store._query_chunks = self._query  # type: ignore[method-assign]
 
-    def _query(self, segment: Segment, position: int, up_to: int | None = None) -> Iterator[Chunk]:
+    def _query(
+        self, segment: Segment, position: int, up_to: int | None = None, page_items: int = 0
+    ) -> Iterator[Chunk]:
         self.queried.append(position)
-        return iter(())
+        return iter([c for c in self.items if position < c.end <= (up_to or c.end)])
 
 
 def reference(
@@ -83,10 +86,41 @@ def test_the_walk_meets_what_asking_at_every_position_meets() -> None:
 
 
 def test_sealed_history_is_never_read_from_cached_chunks() -> None:
-    """`reach` None: a read of history the stream item says is sealed reads segments, from
-    memory or queried, never chunks (so every instance answers it in the same batches)."""
+    """A read of history the stream item says is sealed reads segments, from memory or
+    queried, never chunks (so every instance answers it in the same batches)."""
     walk = Walk()
     walk.store.recent.remember("i", [inline(n, n + 10) for n in range(0, 100, 10)])
     walk.store.segments.remember("i", sealed(0, 30))
-    got = list(walk.store._chunks(Segment("i", 0, 100), 0, None))
-    assert got == [sealed(0, 30)] and walk.queried == [30]
+    walk.items = [sealed(0, 30), sealed(30, 100)]
+    got = list(walk.store._chunks(Segment("i", 0, 100), 0, reach=1000, sealed=100))
+    assert got == [sealed(0, 30), sealed(30, 100)] and walk.queried == [30]
+
+
+def test_past_sealed_history_the_read_takes_the_chunks_it_holds() -> None:
+    """Once the queried segments take the read past sealed history, the newest chunks come
+    from memory: not queried again. A chunk a segment replaced, still in the table, does not
+    move the walk on (the read passes over it)."""
+    walk = Walk()
+    chunks = [inline(n, n + 10) for n in range(0, 100, 10)]
+    walk.store.recent.remember("i", chunks)
+    replaced = inline(40, 50)
+    walk.items = [sealed(0, 30), replaced, sealed(30, 60)]
+    got = list(walk.store._chunks(Segment("i", 0, 100), 0, reach=1000, sealed=60))
+    assert got == [sealed(0, 30), replaced, sealed(30, 60), *chunks[6:]]
+    assert walk.queried == [0]
+    # Not all of the tail held: the walk queries from the first it lacks, bounded by reach.
+    walk = Walk()
+    walk.store.recent.remember("i", chunks[6:8])
+    walk.items = [sealed(0, 60), *chunks[6:]]
+    got = list(walk.store._chunks(Segment("i", 0, 100), 0, reach=1000, sealed=60))
+    assert got == [sealed(0, 60), *chunks[6:]]
+    assert walk.queried == [0, 80, 1000 + INLINE_MAX]
+
+
+def test_sealed_history_grown_past_the_stream_items_hint_is_queried_on() -> None:
+    """The sealer grew a segment past where the stream item (read before) says sealed history
+    ends, and collected what it replaced: the walk queries on from where it stands."""
+    walk = Walk()
+    walk.items = [sealed(0, 30), sealed(30, 90)]
+    got = list(walk.store._chunks(Segment("i", 0, 100), 0, reach=1000, sealed=60))
+    assert got == [sealed(0, 30), sealed(30, 90)] and walk.queried == [0, 30]
