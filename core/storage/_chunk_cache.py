@@ -28,6 +28,8 @@ from ._chunk_layout import Chunk
 # What an entry costs beyond its bytes: the Chunk, its bytes object, its slots in the indexes
 # (measured with tracemalloc: about 450 bytes for an entry of one byte).
 _ENTRY_OVERHEAD = 450
+# The most chunks one lookup walks under the lock (a read walks on with the next lookup).
+_RUN_MOST = 4096
 
 
 @dataclass
@@ -89,9 +91,10 @@ class ChunkCache:
 
     def run(self, incarnation: str, position: int, limit: int) -> list[Chunk]:
         """The cached chunks laid end to end from the one holding `position`, up to a gap or
-        the first that starts at `limit` or later: what a read walking from `position` meets,
-        found under one hold of the lock (a lock per chunk made two threads reading at once
-        several times slower than one after the other)."""
+        the first that starts at `limit` or later, at most `_RUN_MOST` of them: what a read
+        walking from `position` meets, found under one hold of the lock (a lock per chunk made
+        two threads reading at once several times slower than one after the other; a bounded
+        run keeps a writer remembering its chunks from waiting long behind a reader)."""
         found: list[Chunk] = []
         with self._lock:
             known = self._by_incarnation.get(incarnation)
@@ -102,7 +105,7 @@ class ChunkCache:
             for index in range(bisect.bisect_right(ends, position), len(ends)):
                 chunk = chunks[ends[index]]
                 # Chunks never overlap, so one starting after `at` leaves a gap before it.
-                if chunk.start > at or (found and chunk.start >= limit):
+                if chunk.start > at or (found and chunk.start >= limit) or len(found) == _RUN_MOST:
                     break
                 found.append(chunk)
                 at = chunk.end

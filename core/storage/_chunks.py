@@ -406,8 +406,9 @@ class ChunkStore:
         History before `sealed` (where the stream item says sealed history ends) is read as
         its segments, from memory or queried a page at a time: segment items are small, a
         page of them teaches the segment cache the layout ahead, and every instance answers
-        that history in the same batches (pages), whatever chunks it remembers. Past it, the
-        read goes on as one that starts there: chunks from memory, then queried.
+        that history in the same batches (pages), whatever chunks it remembers. Where this
+        process holds the chunk that follows it, the read goes on past it as one that starts
+        there: chunks from memory, then queried.
 
         A reader whose budget ends at `reach` needs the items that end by `reach` and the one
         that straddles it, which, holding its bytes inline, ends less than an inline chunk
@@ -423,7 +424,7 @@ class ChunkStore:
                 position = known.end
                 continue
             if position < sealed:
-                yield from self._sealed_then_on(segment, position, reach, sealed)
+                yield from self._through_sealed_history(segment, position, reach, sealed)
                 return
             # Cached chunks, a run at a time, up to the next known segment (which answers
             # its positions first) and not far past what the budget reaches.
@@ -442,24 +443,30 @@ class ChunkStore:
         yield from self._query_chunks(segment, position, up_to=bound)
         yield from self._query_chunks(segment, bound)
 
-    def _sealed_then_on(
+    def _through_sealed_history(
         self, segment: Segment, position: int, reach: int, sealed: int
     ) -> Iterator[Chunk]:
-        """The items of sealed history (those ending by `sealed`) queried from `position`, a
-        page at a time; then on from there as `_chunks` goes: the newest chunks, which this
-        process may hold, are not queried with them. Where the read stands follows its own
-        rule: it takes an item that holds its position and passes over any other (a chunk a
-        segment replaced, still there)."""
+        """Sealed history's items queried from `position`, a page at a time. Where this
+        process holds the chunk that follows sealed history, the query stops at `sealed` and
+        the read goes on from there as `_chunks` goes, taking the newest chunks from memory;
+        otherwise one query goes on through them, as it always did (no second Query for a
+        tail this process does not hold). Where the read stands follows its own rule: it
+        takes an item that holds its position and passes over any other (a chunk a segment
+        replaced, still there)."""
+        if self.recent.covering(segment.incarnation, sealed) is None:
+            yield from self._query_chunks(segment, position)
+            return
         at = position
-        history = self._query_chunks(segment, position, up_to=sealed, page_items=_QUERY_PAGE_ITEMS)
+        history = self._query_chunks(segment, position, up_to=sealed, paged=True)
         for chunk in history:
             yield chunk
             if chunk.start <= at < chunk.end:
                 at = chunk.end
         if at < sealed:
-            # What holds the rest of it ends past `sealed`: the sealer has grown a segment
-            # since the stream item was read. Queried on from there, as it is.
-            yield from self._query_chunks(segment, at)
+            # What holds `at` ends past `sealed` (every item ending by it came, and none held
+            # `at`): the sealer has grown a segment since the stream item was read. Queried on
+            # past `sealed`, so nothing the history query found comes twice.
+            yield from self._query_chunks(segment, sealed)
             return
         yield from self._chunks(segment, at, reach, sealed)
 
@@ -468,16 +475,16 @@ class ChunkStore:
         segment: Segment,
         position: int,
         up_to: int | None = None,
-        page_items: int | None = None,
+        paged: bool = False,
     ) -> Iterator[Chunk]:
         request = self._ending_after(segment.incarnation, position, up_to)
         request["ConsistentRead"] = True
-        if up_to is None or page_items is not None:
+        if up_to is None or paged:
             # Unbounded (or through sealed history), a page of at most this many items: of
             # segment items (small), enough to learn the layout ahead without reading a
             # megabyte of them. A bounded query of chunks asks for what the read needs, in as
             # few pages as DynamoDB's 1 MB allows.
-            request["Limit"] = page_items or _QUERY_PAGE_ITEMS
+            request["Limit"] = _QUERY_PAGE_ITEMS
         for page in pages(self.dynamodb.query, request):
             found = [decode_chunk(item) for item in page if item["sk"]["S"].startswith("c#")]
             for chunk in found:

@@ -7,12 +7,12 @@ the stream deleted and made again."""
 from __future__ import annotations
 
 import random
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from counting_lock import CountingLock
 from sealing_support import (
     BYTES,
     JSON,
@@ -153,21 +153,6 @@ def test_a_small_cache_reads_from_memory_and_the_table_in_turn(backend: Backend)
     same_reads(small, store_on(backend, chunk_cache_bytes=0), "s", expected.boundaries())
 
 
-class CountingLock:
-    """A lock that counts how often it is taken."""
-
-    def __init__(self) -> None:
-        self.taken = 0
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> None:
-        self.taken += 1
-        self._lock.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
-
-
 def test_a_read_of_many_cached_chunks_takes_the_caches_locks_a_few_times(
     backend: Backend, queries: Queries
 ) -> None:
@@ -197,8 +182,9 @@ def test_a_read_through_sealed_history_takes_the_newest_chunks_from_memory(
 ) -> None:
     """Sealed history is read as its segments (queried), and the chunks after it, which the
     writer holds, come from its memory: the Query of a read from the start finds sealed
-    history's items only, where it went on through the tail's chunks a page at a time. Every
-    read is the batch the table gives."""
+    history's items only, where it went on through the tail's chunks a page at a time. An
+    instance holding none of the tail still reads it in that one Query. Every read is the
+    batch the table gives."""
     writer = store_on(backend)
     expected = filled_stream(writer, "t", content_type, appends=120, seed=5)
     Sealer(store_on(backend), SealPolicy(segment_bytes=900, hot_bytes=600, page_bytes=300)).seal(
@@ -219,6 +205,10 @@ def test_a_read_through_sealed_history_takes_the_newest_chunks_from_memory(
     assert batch.end == info.tail
     history = [c for c in table_chunks(backend, info.incarnation) if c.end <= info.sealed]
     assert found == [len(history)]
+    # An instance that holds none of the tail reads it with the same Query, as before.
+    queries.taken()
+    assert store_on(backend).read(info, 0, 1 << 20) == batch
+    assert queries.taken() == 1
     want = expected.units if content_type == JSON else expected.data()
     assert (list(batch.messages or ()) if content_type == JSON else batch.data) == want
     same_reads(writer, store_on(backend, chunk_cache_bytes=0), "t", expected.boundaries())

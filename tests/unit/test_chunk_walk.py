@@ -37,10 +37,11 @@ class Walk:
         self.store._query_chunks = self._query  # type: ignore[method-assign]
 
     def _query(
-        self, segment: Segment, position: int, up_to: int | None = None, page_items: int = 0
+        self, segment: Segment, position: int, up_to: int | None = None, paged: bool = False
     ) -> Iterator[Chunk]:
         self.queried.append(position)
-        return iter([c for c in self.items if position < c.end <= (up_to or c.end)])
+        last = float("inf") if up_to is None else up_to
+        return iter([c for c in self.items if position < c.end <= last])
 
 
 def reference(
@@ -91,7 +92,7 @@ def test_sealed_history_is_never_read_from_cached_chunks() -> None:
     walk = Walk()
     walk.store.recent.remember("i", [inline(n, n + 10) for n in range(0, 100, 10)])
     walk.store.segments.remember("i", sealed(0, 30))
-    walk.items = [sealed(0, 30), sealed(30, 100)]
+    walk.items = [sealed(0, 30), sealed(30, 100)]  # the chunks it holds are sealed history
     got = list(walk.store._chunks(Segment("i", 0, 100), 0, reach=1000, sealed=100))
     assert got == [sealed(0, 30), sealed(30, 100)] and walk.queried == [30]
 
@@ -117,10 +118,36 @@ def test_past_sealed_history_the_read_takes_the_chunks_it_holds() -> None:
     assert walk.queried == [0, 80, 1000 + INLINE_MAX]
 
 
+def test_a_tail_not_held_is_queried_with_sealed_history() -> None:
+    """Holding nothing after sealed history, the walk queries once, on through the tail, as
+    the items come (not a second Query for the tail)."""
+    walk = Walk()
+    walk.store.recent.remember("i", [inline(70, 80)])  # held, but not where the tail starts
+    walk.items = [sealed(0, 60), inline(60, 70), inline(70, 80)]
+    got = list(walk.store._chunks(Segment("i", 0, 80), 0, reach=1000, sealed=60))
+    assert got == walk.items and walk.queried == [0]
+
+
 def test_sealed_history_grown_past_the_stream_items_hint_is_queried_on() -> None:
     """The sealer grew a segment past where the stream item (read before) says sealed history
     ends, and collected what it replaced: the walk queries on from where it stands."""
     walk = Walk()
+    walk.store.recent.remember("i", [inline(60, 70)])
     walk.items = [sealed(0, 30), sealed(30, 90)]
     got = list(walk.store._chunks(Segment("i", 0, 100), 0, reach=1000, sealed=60))
-    assert got == [sealed(0, 30), sealed(30, 90)] and walk.queried == [0, 30]
+    assert got == [sealed(0, 30), sealed(30, 90)] and walk.queried == [0, 60]
+
+
+def test_a_chunk_a_segment_replaced_neither_moves_the_walk_on_nor_comes_twice() -> None:
+    """Still in the table, a chunk a grown segment replaced is passed over (the read does not
+    stand in it), so the walk does not take it for where the read stands and skip the segment
+    that holds that position; and it comes once, whether the walk queries on or not."""
+    items = [sealed(0, 30), inline(40, 50), sealed(30, 90)]
+    for hint in (50, 60):
+        walk = Walk()
+        walk.store.recent.remember("i", [inline(n, n + 10) for n in range(hint, 100, 10)])
+        walk.items = items
+        got = list(walk.store._chunks(Segment("i", 0, 100), 0, reach=1000, sealed=hint))
+        assert got[:3] == items, hint
+        ends = [c.end for c in got]
+        assert ends == sorted(set(ends)), hint  # in order of their ends, none twice
