@@ -2,7 +2,8 @@
 segments it knows answer their positions first, cached chunks the rest, and where neither
 holds the next position the read queries DynamoDB. The walk takes cached chunks a run at a
 time; what it meets must be what a walk asking both caches at every position meets. Pure: no
-AWS (the query is a stand-in that records where it was asked to start)."""
+AWS (the query is a stand-in that answers from a list of items and records where it was
+asked to start)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def sealed(start: int, end: int) -> Chunk:
 
 
 class Walk:
-    """A store with no AWS behind it: its query yields nothing and records where it began."""
+    """A store with no AWS behind it: its query answers from `items` (nothing, unless a test
+    puts some there) and records where it began."""
 
     def __init__(self) -> None:
         self.store = ChunkStore(None, None, "t", "b", INLINE_MAX)
@@ -44,9 +46,7 @@ class Walk:
         return iter([c for c in self.items if position < c.end <= last])
 
 
-def reference(
-    store: ChunkStore, segment: Segment, position: int, reach: int
-) -> tuple[list[Chunk], int | None]:
+def reference(store: ChunkStore, segment: Segment, position: int) -> tuple[list[Chunk], int | None]:
     """Both caches asked at every position, in that order: what is met, and where a query
     would begin (None: the segment's end was reached)."""
     met = []
@@ -79,7 +79,7 @@ def test_the_walk_meets_what_asking_at_every_position_meets() -> None:
             reach = position + rng.choice([1, 30, 200, 10_000])
             walk.queried.clear()
             got = list(walk.store._chunks(segment, position, reach))
-            met, query_at = reference(walk.store, segment, position, reach)
+            met, query_at = reference(walk.store, segment, position)
             # The walk may stop its run short of `reach` (plus an inline chunk) and go on
             # with the next: what it meets is the same.
             assert got == met, (position, reach)
