@@ -176,6 +176,7 @@ def test_a_read_of_many_cached_chunks_takes_the_caches_locks_a_few_times(
     assert both == [expected.units, expected.units]
 
 
+@pytest.mark.both_dynamodbs  # its Query of sealed history alone is a BETWEEN with a Limit
 @pytest.mark.parametrize("content_type", [BYTES, JSON])
 def test_a_read_through_sealed_history_takes_the_newest_chunks_from_memory(
     backend: Backend, queries: Queries, content_type: str

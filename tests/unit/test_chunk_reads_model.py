@@ -29,7 +29,8 @@ PARTITION = items.chunk_partition("i")
 
 
 class Table:
-    """DynamoDB's Query on one partition, by sort key, paged by `Limit`."""
+    """DynamoDB's Query on one partition, by sort key, paged by `Limit`; it refuses a BETWEEN
+    whose bounds are the wrong way round, as DynamoDB does."""
 
     def __init__(self, stored: dict[str, dict[str, Any]]) -> None:
         self.stored = stored  # sort key -> item
@@ -39,6 +40,7 @@ class Table:
         assert values[":pk"]["S"] == PARTITION
         if "BETWEEN" in request["KeyConditionExpression"]:
             first, last = values[":first"]["S"], values[":last"]["S"]
+            assert first <= last, f"DynamoDB refuses BETWEEN {first} AND {last}"
             keys = [k for k in sorted(self.stored) if first <= k <= last]
         else:
             keys = [k for k in sorted(self.stored) if k > values[":after"]["S"]]
